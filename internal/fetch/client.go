@@ -1,0 +1,264 @@
+// Package fetch is hubproxy's client for the upstream hub. It resolves file
+// metadata with HEAD requests, reads exact byte ranges from the hub or its
+// CDN, and passes JSON API calls through. It owns everything about talking
+// HTTP to the upstream (credentials, redirects, retries, stall detection) and
+// nothing about keeping what it fetches: it never imports internal/cache.
+//
+// Credentials follow one rule everywhere: the caller's own Authorization
+// value is sent if it has one, else the proxy's token, and either goes only to
+// the upstream's scheme and host, never to a CDN or any other host a redirect
+// names. No error text ever carries a credential or a URL's query string.
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of Options.
+const (
+	defaultUserAgent       = "hubproxy"
+	defaultMetadataTimeout = 10 * time.Second // huggingface_hub's HF_HUB_ETAG_TIMEOUT
+	defaultMaxRedirects    = 10
+	defaultRetries         = 3
+	defaultStallTimeout    = 30 * time.Second
+)
+
+// Options configures a Client. Zero values take the documented defaults.
+type Options struct {
+	// Upstream is the hub's base URL, e.g. "https://huggingface.co". It may
+	// carry a path prefix; it must be http or https, with no userinfo, query
+	// or fragment.
+	Upstream string
+	// Token is the proxy's own token, sent as "Bearer <token>" only when the
+	// caller supplied no Authorization.
+	Token string
+	// Transport carries every request. Nil means a clone of
+	// http.DefaultTransport with MaxIdleConnsPerHost 64, compression off
+	// (ranges and sizes must be the real bytes) and HTTP/2 attempted.
+	Transport http.RoundTripper
+	// UserAgent defaults to "hubproxy".
+	UserAgent string
+	// MetadataTimeout bounds one Resolve call, retries included. Default 10s.
+	MetadataTimeout time.Duration
+	// MaxRedirects bounds the redirects one call follows. Default 10;
+	// negative follows none.
+	MaxRedirects int
+	// Retries is the number of extra attempts after a network error, 5xx or
+	// 429, made only before any body byte is returned. Default 3; negative
+	// disables retries. Backoff is exponential from 100ms to 2s, stretched to
+	// honour Retry-After (capped at 5s) and never outliving the context.
+	Retries int
+	// StallTimeout fails a GetRange whose response makes no progress for this
+	// long with ErrStalled. Default 30s.
+	StallTimeout time.Duration
+}
+
+// Client talks to one upstream hub. It is safe for concurrent use.
+type Client struct {
+	// Immutable after New.
+	base    *url.URL // upstream, path without trailing slash
+	baseStr string   // base.String(), the prefix of every upstream URL
+	token   string
+	ua      string
+	// rt is used directly, not through http.Client: every redirect is
+	// followed by hand (credentials and HEAD metadata are decided per hop),
+	// and http.Client would parse Location first and quote it, signed query
+	// and all, in its error text.
+	rt           http.RoundTripper
+	metaTimeout  time.Duration
+	maxRedirects int
+	retries      int
+	stall        time.Duration
+	// Backoff bounds; tests shrink them.
+	backoffMin, backoffMax, retryAfterMax time.Duration
+}
+
+// New checks opts and builds a Client.
+func New(opts Options) (*Client, error) {
+	base, err := parseUpstream(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	if !validHeaderValue(opts.Token) {
+		return nil, errors.New("fetch: the token contains characters not allowed in a header")
+	}
+	tr := opts.Transport
+	if tr == nil {
+		tr = defaultTransport()
+	}
+	c := &Client{
+		base:          base,
+		baseStr:       base.String(),
+		token:         opts.Token,
+		ua:            opts.UserAgent,
+		rt:            tr,
+		metaTimeout:   opts.MetadataTimeout,
+		maxRedirects:  opts.MaxRedirects,
+		retries:       opts.Retries,
+		stall:         opts.StallTimeout,
+		backoffMin:    100 * time.Millisecond,
+		backoffMax:    2 * time.Second,
+		retryAfterMax: 5 * time.Second,
+	}
+	if c.ua == "" {
+		c.ua = defaultUserAgent
+	}
+	if c.metaTimeout <= 0 {
+		c.metaTimeout = defaultMetadataTimeout
+	}
+	switch {
+	case c.maxRedirects == 0:
+		c.maxRedirects = defaultMaxRedirects
+	case c.maxRedirects < 0:
+		c.maxRedirects = 0
+	}
+	switch {
+	case c.retries == 0:
+		c.retries = defaultRetries
+	case c.retries < 0:
+		c.retries = 0
+	}
+	if c.stall <= 0 {
+		c.stall = defaultStallTimeout
+	}
+	return c, nil
+}
+
+// Upstream returns a copy of the upstream base URL.
+func (c *Client) Upstream() *url.URL {
+	u := *c.base
+	return &u
+}
+
+func parseUpstream(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse's text repeats the input, which could hold credentials.
+		return nil, errors.New("fetch: the upstream URL does not parse")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("fetch: upstream %s: scheme must be http or https", redact(u))
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("fetch: upstream %s: no host", redact(u))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("fetch: upstream %s: credentials belong in Token, not the URL", redact(u))
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("fetch: upstream %s: no query or fragment allowed", redact(u))
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = strings.TrimRight(u.RawPath, "/")
+	return u, nil
+}
+
+func defaultTransport() *http.Transport {
+	var t *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = dt.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	}
+	t.MaxIdleConnsPerHost = 64
+	t.DisableCompression = true
+	t.ForceAttemptHTTP2 = true
+	return t
+}
+
+// authFor is the Authorization value to send upstream: the caller's own, else
+// the proxy token as a bearer, else none.
+func (c *Client) authFor(callerAuth string) (string, error) {
+	if callerAuth != "" {
+		if !validHeaderValue(callerAuth) {
+			// Never echo the value: it is a credential.
+			return "", errors.New("fetch: the Authorization value contains characters not allowed in a header")
+		}
+		return callerAuth, nil
+	}
+	if c.token != "" {
+		return "Bearer " + c.token, nil
+	}
+	return "", nil
+}
+
+// secrets lists the strings no error text may contain for a call made with
+// the Authorization value authz.
+func (c *Client) secrets(authz string) []string {
+	s := []string{authz}
+	if _, cred, ok := strings.Cut(authz, " "); ok {
+		s = append(s, strings.TrimSpace(cred))
+	}
+	if c.token != "" {
+		s = append(s, c.token)
+	}
+	return s
+}
+
+// sameOrigin reports whether u has the upstream's scheme and host (port
+// included, default ports normalised): the only place credentials may go.
+func (c *Client) sameOrigin(u *url.URL) bool {
+	return origin(u) == origin(c.base)
+}
+
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
+}
+
+// newRequest builds a request with the headers every upstream call carries.
+// Accept is always "*/*": a client's Accept could ask the hub for Xet file
+// info (HUB-PROTOCOL §2). Accept-Encoding is identity so that sizes and ranges
+// are the real bytes.
+func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, authz string, body []byte, contentType string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bodyReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("fetch: building %s %s: invalid request", method, redact(u))
+	}
+	req.Header.Set("User-Agent", c.ua)
+	req.Header.Set("Accept", "*/*")
+	req.Header.Set("Accept-Encoding", "identity")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return req, nil
+}
+
+// validHeaderValue rejects control characters (other than tab), which would
+// either split a header or make the transport fail with a message.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < 0x20 && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// bodyReader avoids handing http a typed-nil reader for an empty body.
+func bodyReader(b []byte) io.Reader {
+	if b == nil {
+		return nil
+	}
+	return bytes.NewReader(b)
+}

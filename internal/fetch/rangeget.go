@@ -1,0 +1,152 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// GetRange GETs bytes [off, off+n) of rawURL, a DownloadURL from Resolve (on
+// the upstream or a CDN). n must be at least 1.
+//
+// Credentials (auth, else the proxy token) are sent only while the URL has the
+// upstream's scheme and host; once a redirect leaves it they are dropped for
+// the rest of the chain, so a CDN never sees them. Redirects are followed up
+// to MaxRedirects.
+//
+// The answer must be a 206 whose Content-Range is exactly
+// "bytes off-(off+n-1)/total" and whose Content-Length, when present, is n;
+// anything else (a 200 above all) is a *RangeError and no data is returned.
+// The body then yields exactly n bytes: a short one ends in
+// io.ErrUnexpectedEOF, a long one in ErrLongBody, and a read that makes no
+// progress for StallTimeout fails with ErrStalled. 401/403/410 from a host
+// other than the upstream match ErrExpired (the signed URL expired: resolve
+// again). Network errors, 5xx and 429 are retried before any byte is
+// returned.
+func (c *Client) GetRange(ctx context.Context, rawURL, auth string, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n < 1 || off > maxInt64-n {
+		return nil, fmt.Errorf("fetch: invalid range: offset %d, length %d", off, n)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Never echo rawURL: its query may be a CDN signature.
+		return nil, errors.New("fetch: the download URL is not an absolute http(s) URL")
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("fetch: download URL %s carries credentials", redact(u))
+	}
+	authz, err := c.authFor(auth)
+	if err != nil {
+		return nil, err
+	}
+	secrets := c.secrets(authz)
+	last := off + n - 1
+	rangeHeader := fmt.Sprintf("bytes=%d-%d", off, last)
+	credentials := true // cleared for good by the first hop off the upstream
+
+	for hop := 0; ; hop++ {
+		hopAuth := ""
+		if credentials && c.sameOrigin(u) {
+			hopAuth = authz
+		} else {
+			credentials = false
+		}
+		resp, g, err := c.send(ctx, true, c.stall, func(ctx context.Context) (*http.Request, error) {
+			req, err := c.newRequest(ctx, http.MethodGet, u, hopAuth, nil, "")
+			if err == nil {
+				req.Header.Set("Range", rangeHeader)
+			}
+			return req, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		code := resp.StatusCode
+		switch {
+		case code == http.StatusPartialContent:
+			if rerr := checkRange(resp, u, off, last); rerr != nil {
+				resp.Body.Close()
+				g.stop()
+				return nil, rerr
+			}
+			return &rangeBody{body: resp.Body, g: g, left: n, n: n, url: redact(u)}, nil
+		case code >= 200 && code < 300:
+			resp.Body.Close() // a 200 is the whole file: never read it
+			g.stop()
+			return nil, &RangeError{URL: redact(u), Status: code, Want: wantRange(off, last), Got: "status " + strconv.Itoa(code)}
+		case code >= 300 && code < 400:
+			g.discard(resp.Body)
+			g.stop()
+			ref, perr := location(resp, u)
+			if perr != nil {
+				return nil, perr
+			}
+			if hop >= c.maxRedirects {
+				return nil, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}
+			}
+			u = u.ResolveReference(ref)
+		default:
+			g.stop()
+			return nil, newStatusError(resp, u, !c.sameOrigin(u), secrets)
+		}
+	}
+}
+
+const maxInt64 = 1<<63 - 1
+
+func wantRange(off, last int64) string { return fmt.Sprintf("bytes %d-%d/*", off, last) }
+
+// checkRange verifies a 206 against the request (RFC 9110 §14.4): the
+// Content-Range must name exactly [off, last] of a total that contains it,
+// Content-Length (when sent) must be its length, and the body must not be
+// encoded, since an encoded body is not the file's bytes.
+func checkRange(resp *http.Response, u *url.URL, off, last int64) error {
+	bad := func(got string) error {
+		return &RangeError{URL: redact(u), Status: resp.StatusCode, Want: wantRange(off, last), Got: got}
+	}
+	cr := resp.Header.Get("Content-Range")
+	a, b, total, ok := parseContentRange(cr)
+	if !ok || a != off || b != last || total <= last {
+		if cr == "" {
+			return bad("no Content-Range")
+		}
+		return bad(strconv.Quote(clean(cr, 96, nil)))
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength != last-off+1 {
+		return bad("Content-Length " + strconv.FormatInt(resp.ContentLength, 10))
+	}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return bad("Content-Encoding " + strconv.Quote(clean(enc, 32, nil)))
+	}
+	return nil
+}
+
+// parseContentRange parses "bytes a-b/total" with a numeric total. The
+// unknown-total form "bytes a-b/*" is refused: the cache needs the size.
+func parseContentRange(v string) (a, b, total int64, ok bool) {
+	rest, found := strings.CutPrefix(v, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	span, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	as, bs, found := strings.Cut(span, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var ok1, ok2, ok3 bool
+	a, ok1 = parseDecimal(as)
+	b, ok2 = parseDecimal(bs)
+	total, ok3 = parseDecimal(tot)
+	if !ok1 || !ok2 || !ok3 || a > b {
+		return 0, 0, 0, false
+	}
+	return a, b, total, true
+}
