@@ -1,0 +1,124 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/hubproxy/hubproxy/internal/cache/ranges"
+)
+
+// goTracked runs fn on a new goroutine that holds a reference to it and is
+// counted in s.wg, unless the store is closing. The caller must itself hold a
+// reference to it, which makes taking another without Store.mu safe.
+func (s *Store) goTracked(it *item, fn func()) bool {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return false
+	}
+	it.refs.Add(1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.release(it)
+		fn()
+	}()
+	return true
+}
+
+// startFills starts one fill per claimed range. parent supplies values (not
+// cancellation) to the upstream requests.
+func (s *Store) startFills(parent context.Context, it *item, o Origin, todo []ranges.Range) {
+	for i, r := range todo {
+		if !s.goTracked(it, func() { s.fill(parent, it, o, r) }) {
+			// Closing: hand the claims back so nothing waits on them.
+			it.mu.Lock()
+			for _, r := range todo[i:] {
+				it.pending.Remove(r)
+			}
+			it.broadcastLocked()
+			it.mu.Unlock()
+			return
+		}
+	}
+}
+
+// fill fetches r (block-aligned, claimed in it.pending) with one upstream
+// request. Each block is written to the data file and then marked present, so
+// readers are served while the rest streams in. On error the blocks already
+// received stay present and the rest are released for a later retry; the
+// sidecar is saved either way.
+func (s *Store) fill(parent context.Context, it *item, o Origin, r ranges.Range) {
+	pos, err := s.fetchInto(parent, it, o, r)
+	if err != nil {
+		it.mu.Lock()
+		it.failLocked(ranges.Range{Pos: pos, End: r.End}, err)
+		it.mu.Unlock()
+		s.stats.fillErrors.Add(1)
+		if !s.isClosed() {
+			s.log.Warn("cache: fill failed", "repo", it.key.repo.String(), "etag", it.key.etag,
+				"range", r.String(), "at", pos, "err", err)
+		}
+	}
+	if pos > r.Pos {
+		s.saveSidecar(it)
+	}
+}
+
+// fetchInto does the request of fill and returns how far it got.
+func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.Range) (pos int64, err error) {
+	pos = r.Pos
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		return pos, ErrClosed
+	}
+	defer func() { <-s.sem }()
+
+	// Reserve the chunk's bytes (released block by block as they become
+	// present, or all at once when the fill ends) so that concurrent fills
+	// see each other when deciding how much to evict.
+	s.reserved.Add(r.Size())
+	defer func() { s.reserved.Add(-(r.End - pos)) }()
+	s.evictFor()
+	// Detached from the reader that asked, bounded by FillTimeout and by the
+	// store's lifetime.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), s.opts.FillTimeout)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+
+	s.stats.fillRequests.Add(1)
+	s.stats.fillBytes.Add(r.Size())
+	body, err := o.FetchRange(ctx, r.Pos, r.Size())
+	if err != nil {
+		return pos, err
+	}
+	defer body.Close()
+
+	it.mu.Lock()
+	file := it.file // open: this goroutine holds a reference
+	it.mu.Unlock()
+	buf := make([]byte, min(it.blockSize, r.Size()))
+	for pos < r.End {
+		n := min(it.blockSize, r.End-pos)
+		if _, err := io.ReadFull(body, buf[:n]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // a short body, not a clean end
+			}
+			return pos, err
+		}
+		if _, err := file.WriteAt(buf[:n], pos); err != nil {
+			return pos, err
+		}
+		it.mu.Lock()
+		whole := it.markPresentLocked(ranges.Range{Pos: pos, End: pos + n})
+		it.mu.Unlock()
+		s.reserved.Add(-n)
+		if whole {
+			s.startPromote(it)
+		}
+		pos += n
+	}
+	return pos, nil
+}

@@ -1,0 +1,212 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hubproxy/hubproxy/internal/cache/ranges"
+)
+
+// Handle reads one file of the store. It is an io.ReaderAt whose reads block
+// until the bytes are present, filling them from the Origin given to Open.
+// ReadAt may be called concurrently; Close releases the file for eviction.
+type Handle struct {
+	s      *Store
+	it     *item
+	origin Origin
+	// ctx bounds every wait of this handle. Storing it is deliberate: a
+	// Handle is the lifetime of one client request, which ctx belongs to.
+	ctx context.Context
+	// file is it.file at Open; it stays open (and follows promotion's rename)
+	// while the handle holds its reference.
+	file   *os.File
+	closed atomic.Bool
+
+	mu sync.Mutex
+	// Guarded by mu.
+	win  ranges.Range // Expect window; read-ahead stays inside it
+	seen ranges.Set   // bytes returned while the file was partial
+}
+
+var _ io.ReaderAt = (*Handle)(nil)
+
+var errNegativeOffset = errors.New("cache: negative offset")
+
+// Size is the file's size in bytes.
+func (h *Handle) Size() int64 { return h.it.size }
+
+// Complete reports whether the file is served from a verified blob.
+func (h *Handle) Complete() bool { return h.it.complete.Load() }
+
+// Expect says the caller will read [off, end) sequentially. Reads inside that
+// window keep up to Options.ReadAhead chunks in flight ahead of them, never
+// past end. Without a window there is no read-ahead.
+func (h *Handle) Expect(off, end int64) {
+	off, end = max(off, 0), min(end, h.it.size)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if end <= off {
+		h.win = ranges.Range{}
+		return
+	}
+	h.win = ranges.Range{Pos: off, End: end}
+}
+
+// Close releases the handle. It is idempotent.
+func (h *Handle) Close() error {
+	if h.closed.Swap(true) {
+		return nil
+	}
+	h.s.release(h.it)
+	return nil
+}
+
+// ReadAt reads len(p) bytes at off, waiting for fills as needed. The read
+// that completes a handle's reading of the whole file waits until the file
+// is verified and returns *VerifyError if it is not.
+func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	if h.closed.Load() || h.s.isClosed() {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, errNegativeOffset
+	}
+	size := h.it.size
+	if off >= size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), size-off)
+	var eof error
+	if n < int64(len(p)) {
+		eof = io.EOF
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if h.it.complete.Load() {
+		m, err := h.file.ReadAt(p[:n], off)
+		if err == nil {
+			err = eof
+		}
+		return m, err
+	}
+
+	need := ranges.Range{Pos: off, End: off + n}
+	aheadEnd, final := h.ahead(need)
+	if err := h.ensure(need, aheadEnd, final); err != nil {
+		return 0, err
+	}
+	m, err := h.file.ReadAt(p[:n], off)
+	if err != nil {
+		return m, err
+	}
+	if h.coversFile(need) {
+		if err := h.waitVerdict(); err != nil {
+			return 0, err
+		}
+	}
+	return m, eof
+}
+
+// ahead returns how far read-ahead for need should reach, and whether that is
+// the end of the Expect window.
+func (h *Handle) ahead(need ranges.Range) (end int64, final bool) {
+	h.mu.Lock()
+	win := h.win
+	h.mu.Unlock()
+	if win.IsEmpty() || need.Pos < win.Pos || need.Pos >= win.End {
+		return need.End, true
+	}
+	end = min(win.End, need.Pos+int64(h.s.opts.ReadAhead)*h.s.opts.ChunkSize)
+	return max(end, need.End), end >= win.End
+}
+
+// coversFile records that need was returned and reports whether this handle
+// has now read every byte of the file.
+func (h *Handle) coversFile(need ranges.Range) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen.Insert(need)
+	return h.seen.Present(ranges.Range{Pos: 0, End: h.it.size})
+}
+
+// ensure returns once need is present, starting fills for the missing blocks
+// of need and of the read-ahead up to aheadEnd that nobody is fetching. It
+// plans again on every wake-up, so blocks a failed fill released are claimed
+// anew (bounded by exhaustedLocked).
+func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
+	it, s := h.it, h.s
+	for {
+		it.mu.Lock()
+		if it.state == stateFailed {
+			err := it.err
+			it.mu.Unlock()
+			return err
+		}
+		ready := it.state == stateComplete || it.present.Present(need)
+		if !ready {
+			if err := it.exhaustedLocked(need); err != nil {
+				it.mu.Unlock()
+				return err
+			}
+		}
+		if !ready && h.origin == nil {
+			it.mu.Unlock()
+			return fmt.Errorf("%w: bytes %d-%d of %s (no origin)", ErrNotCached, need.Pos, need.End-1, it.key.etag)
+		}
+		var todo []ranges.Range
+		if it.state == statePartial && h.origin != nil {
+			todo = it.planLocked(need, aheadEnd, final, s.opts.ChunkSize)
+		}
+		ch := it.changed
+		it.mu.Unlock()
+
+		if len(todo) > 0 {
+			s.startFills(h.ctx, it, h.origin, todo)
+		}
+		if ready {
+			return nil
+		}
+		if s.isClosed() {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-h.ctx.Done():
+			return h.ctx.Err()
+		}
+	}
+}
+
+// waitVerdict waits until the item is promoted (nil) or failed verification
+// (its error).
+func (h *Handle) waitVerdict() error {
+	it := h.it
+	for {
+		it.mu.Lock()
+		state, err, ch := it.state, it.err, it.changed
+		it.mu.Unlock()
+		switch state {
+		case stateComplete:
+			return nil
+		case stateFailed:
+			return err
+		}
+		if h.s.isClosed() {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-h.ctx.Done():
+			return h.ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package cache
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Options configures a Store. Zero values select the documented defaults.
+type Options struct {
+	Dir          string        // root; itself a valid HF_HUB_CACHE
+	MaxBytes     int64         // budget for blobs + partial present bytes; 0 = unlimited
+	MinFreeBytes int64         // evict to keep this much free on the filesystem (statfs); 0 = off
+	BlockSize    int64         // fill granularity; default 64 KiB. Reads round out to blocks.
+	ChunkSize    int64         // max bytes per upstream request; default 8 MiB. Larger missing runs split into chunks fetched in parallel.
+	ReadAhead    int           // chunks kept in flight ahead of a sequential reader; default 4
+	MaxFills     int           // global cap on concurrent upstream requests; default 16
+	FillTimeout  time.Duration // per upstream chunk request; default 5 min
+	Logger       *slog.Logger  // nil = discard
+}
+
+// The defaults for zero-valued Options fields.
+const (
+	DefaultBlockSize   = 64 << 10
+	DefaultChunkSize   = 8 << 20
+	DefaultReadAhead   = 4
+	DefaultMaxFills    = 16
+	DefaultFillTimeout = 5 * time.Minute
+)
+
+// maxFillAttempts bounds how often a reader restarts a failed fill of the same
+// block before it gives up and returns the last upstream error.
+const maxFillAttempts = 3
+
+// withDefaults validates o and fills in defaults. ChunkSize is rounded up to
+// a whole number of blocks so that chunks always start on a block boundary.
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		return o, errors.New("cache: Options.Dir is required")
+	}
+	if o.MaxBytes < 0 || o.MinFreeBytes < 0 || o.BlockSize < 0 || o.ChunkSize < 0 ||
+		o.ReadAhead < 0 || o.MaxFills < 0 || o.FillTimeout < 0 {
+		return o, errors.New("cache: negative option")
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.ChunkSize == 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	if o.ChunkSize < o.BlockSize {
+		o.ChunkSize = o.BlockSize
+	}
+	o.ChunkSize = (o.ChunkSize + o.BlockSize - 1) / o.BlockSize * o.BlockSize
+	if o.ReadAhead == 0 {
+		o.ReadAhead = DefaultReadAhead
+	}
+	if o.MaxFills == 0 {
+		o.MaxFills = DefaultMaxFills
+	}
+	if o.FillTimeout == 0 {
+		o.FillTimeout = DefaultFillTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o, nil
+}

@@ -1,0 +1,437 @@
+package cache
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+)
+
+// NB: lock order. Store.mu is taken before any item.saveMu, which is taken
+// before that item's mu; never the other way round. Store.closeMu is only
+// ever taken alone (to start a tracked goroutine, or by Close). No lock is
+// held across an upstream request, a hash, or a wait; under Store.mu only
+// cheap file-system calls happen (open, close, unlink, statfs, and the
+// snapshot walk of an evicted blob). Methods named fooLocked expect the
+// relevant mu to be held.
+
+// Origin fetches bytes of one file from upstream. The body must yield exactly
+// n bytes or an error (the caller's implementation validates Content-Range,
+// length, and a 200 answered to a ranged request, and errors then), and
+// reads from it must fail once ctx ends (as an http.Response body does).
+type Origin interface {
+	FetchRange(ctx context.Context, off, n int64) (io.ReadCloser, error)
+}
+
+// File names one file of a repo at a commit, with the metadata that decides
+// where it is stored.
+type File struct {
+	Repo   hub.Repo
+	Commit string // 40-hex commit the file was resolved at
+	Path   string // path inside the repo (hub.ValidPath; checked again)
+	ETag   string // normalised; a sha256 or git sha1, else Open returns ErrUncacheable
+	Size   int64
+}
+
+// Stats is a snapshot of the store's contents and counters.
+type Stats struct {
+	Blobs          int   // complete, verified files
+	BlobBytes      int64 // their total size
+	Partials       int   // files being filled
+	PartialBytes   int64 // bytes present in partial files
+	InUse          int   // items with open handles, fills or promotions
+	Evictions      int64 // items evicted for space since Open
+	FillRequests   int64 // upstream requests made by fills
+	FillBytes      int64 // bytes those requests asked for
+	FillErrors     int64 // fills that ended early with an error
+	Promotions     int64 // partials verified and promoted to blobs
+	VerifyFailures int64 // partials whose hash did not match their etag
+}
+
+// counters are the monotonic parts of Stats.
+type counters struct {
+	evictions, fillRequests, fillBytes, fillErrors, promotions, verifyFailures atomic.Int64
+}
+
+// linkKey is one snapshot entry: (repo, commit, path).
+type linkKey struct {
+	repo         hub.Repo
+	commit, path string
+}
+
+// Store is the disk cache. It is safe for concurrent use.
+type Store struct {
+	// Immutable after Open.
+	opts   Options
+	paths  paths
+	log    *slog.Logger
+	sem    chan struct{}   // MaxFills tokens for upstream requests
+	ctx    context.Context // lifetime: cancelled by Close, aborting fills
+	cancel context.CancelFunc
+
+	used     atomic.Int64 // budgeted bytes: blobs plus present bytes of partials
+	reserved atomic.Int64 // bytes fills in flight have yet to write
+	// overBudget is set while evictFor cannot fit the budget, so the warning
+	// is logged once per episode rather than once per fill.
+	overBudget atomic.Bool
+	stats      counters
+
+	closeMu sync.RWMutex
+	closed  bool           // guarded by closeMu
+	wg      sync.WaitGroup // fills and promotions; Add only under closeMu with !closed
+
+	mu sync.Mutex
+	// Guarded by mu.
+	items map[itemKey]*item
+	lru   *list.List          // of *item, most recently opened at the front
+	links map[linkKey]*item   // snapshot entries of partial items, for Stat
+	index map[*item][]linkKey // the links entries of each item, to drop them
+}
+
+// Open creates the directory tree if needed, reloads partials from their
+// sidecars (dropping ranges whose data is short), indexes existing blobs, and
+// evicts down to the budget.
+func Open(opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := paths{root: opts.Dir}
+	for _, d := range []string{p.root, p.partial(), p.meta(), p.tmp()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+	}
+	if err := checkVersion(p); err != nil {
+		return nil, err
+	}
+	// Temp files of a previous process are garbage: nothing refers to them.
+	if ents, err := os.ReadDir(p.tmp()); err == nil {
+		for _, e := range ents {
+			_ = os.RemoveAll(p.tmp() + string(os.PathSeparator) + e.Name())
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		opts:   opts,
+		paths:  p,
+		log:    opts.Logger,
+		sem:    make(chan struct{}, opts.MaxFills),
+		ctx:    ctx,
+		cancel: cancel,
+		items:  make(map[itemKey]*item),
+		lru:    list.New(),
+		links:  make(map[linkKey]*item),
+		index:  make(map[*item][]linkKey),
+	}
+	if err := s.load(); err != nil {
+		cancel()
+		return nil, err
+	}
+	s.evictFor()
+	return s, nil
+}
+
+// checkVersion refuses a tree written with another layout version, and
+// stamps a fresh one.
+func checkVersion(p paths) error {
+	b, err := os.ReadFile(p.version())
+	if errors.Is(err, fs.ErrNotExist) {
+		return writeFileAtomic(p.tmp(), p.version(), []byte(strconv.Itoa(layoutVersion)))
+	}
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if v := strings.TrimSpace(string(b)); v != strconv.Itoa(layoutVersion) {
+		return fmt.Errorf("cache: %s has layout version %q, this build uses %d", p.root, v, layoutVersion)
+	}
+	return nil
+}
+
+// isClosed reports whether Close has begun.
+func (s *Store) isClosed() bool { return s.ctx.Err() != nil }
+
+// Close aborts fills in flight (their received blocks are kept and recorded),
+// waits for them, and closes every file. Handles still open fail with
+// ErrClosed. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	s.cancel()
+
+	s.mu.Lock()
+	all := make([]*item, 0, len(s.items))
+	for _, it := range s.items {
+		all = append(all, it)
+	}
+	s.mu.Unlock()
+	for _, it := range all {
+		it.mu.Lock()
+		it.broadcastLocked() // waiters re-check and see the store closed
+		it.mu.Unlock()
+	}
+	s.wg.Wait()
+
+	var errs []error
+	for _, it := range all {
+		it.mu.Lock()
+		if it.file != nil {
+			errs = append(errs, it.file.Close())
+			it.file = nil
+		}
+		it.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Open returns a Handle reading f, filling it from o as needed. The Handle's
+// reads wait (for fills or verification) only as long as ctx allows; fills
+// themselves are detached from ctx. With a nil o (offline) only bytes already
+// present are served; reading others returns an error wrapping ErrNotCached.
+func (s *Store) Open(ctx context.Context, f File, o Origin) (*Handle, error) {
+	if err := validFile(f); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	if f.Size == 0 {
+		if err := s.ensureEmptyBlob(f); err != nil {
+			return nil, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		it, err := s.acquire(f)
+		if err != nil {
+			return nil, err
+		}
+		file, err := s.openFile(it, f)
+		if err != nil {
+			s.release(it)
+			// A blob deleted behind our back (e.g. huggingface-cli
+			// delete-cache) is forgotten and fetched again.
+			if attempt == 0 && it.complete.Load() && errors.Is(err, fs.ErrNotExist) {
+				s.forget(it)
+				continue
+			}
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		return &Handle{s: s, it: it, origin: o, ctx: ctx, file: file}, nil
+	}
+}
+
+// acquire finds or creates the item for f, takes a reference on it and marks
+// it most recently used.
+func (s *Store) acquire(f File) (*item, error) {
+	key := itemKey{repo: f.Repo, etag: f.ETag}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it := s.items[key]
+	if it == nil {
+		it = newItem(key, f.Size, s.opts.BlockSize, s.paths, &s.used)
+		// A blob may exist that this process did not index (written by
+		// huggingface_hub into the shared tree, or by a previous run).
+		if info, err := os.Stat(it.blobPath); err == nil && info.Mode().IsRegular() {
+			if info.Size() != f.Size {
+				return nil, fmt.Errorf("%w: blob %s has %d bytes, expected %d", ErrUncacheable, f.ETag, info.Size(), f.Size)
+			}
+			it.state = stateComplete
+			it.complete.Store(true)
+			it.addBytes(f.Size)
+		}
+		s.items[key] = it
+		it.elem = s.lru.PushFront(it)
+	} else if it.size != f.Size {
+		return nil, fmt.Errorf("%w: etag %s is cached with %d bytes, expected %d", ErrUncacheable, f.ETag, it.size, f.Size)
+	}
+	it.refs.Add(1)
+	s.lru.MoveToFront(it.elem)
+	if !it.complete.Load() {
+		s.indexLinkLocked(it, linkKey{repo: f.Repo, commit: f.Commit, path: f.Path})
+	}
+	return it, nil
+}
+
+// indexLinkLocked records that a snapshot entry refers to partial item it.
+func (s *Store) indexLinkLocked(it *item, k linkKey) {
+	if have := s.links[k]; have == it {
+		return
+	} else if have != nil {
+		s.unindexLinksLocked(have)
+	}
+	if len(s.index[it]) >= maxLinks {
+		return
+	}
+	s.links[k] = it
+	s.index[it] = append(s.index[it], k)
+}
+
+// unindexLinksLocked drops every snapshot entry of it from the Stat index.
+func (s *Store) unindexLinksLocked(it *item) {
+	for _, k := range s.index[it] {
+		if s.links[k] == it {
+			delete(s.links, k)
+		}
+	}
+	delete(s.index, it)
+}
+
+// openFile opens the item's file if this is its first reference, records the
+// (commit, path) link, and for a blob makes sure the snapshot symlink exists.
+func (s *Store) openFile(it *item, f File) (*os.File, error) {
+	it.mu.Lock()
+	it.addLinkLocked(link{Commit: f.Commit, Path: f.Path})
+	if it.file == nil {
+		if it.state == stateComplete {
+			file, err := os.Open(it.blobPath)
+			if err != nil {
+				it.mu.Unlock()
+				return nil, err
+			}
+			it.file = file
+		} else {
+			file, err := os.OpenFile(it.dataPath, os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				it.mu.Unlock()
+				return nil, err
+			}
+			// The data file may have been truncated or deleted since the
+			// present set was built; trust only bytes that exist.
+			info, err := file.Stat()
+			if err != nil {
+				file.Close()
+				it.mu.Unlock()
+				return nil, err
+			}
+			it.dropBeyondLocked(info.Size())
+			it.file = file
+		}
+	}
+	file, complete := it.file, it.state == stateComplete
+	promote := it.state == statePartial && it.present.Size() == it.size
+	if promote {
+		it.state = statePromoting
+	}
+	it.mu.Unlock()
+	if promote {
+		s.startPromote(it)
+	}
+	if complete {
+		if err := s.paths.ensureSymlink(f.Repo, f.Commit, f.Path, f.ETag); err != nil {
+			s.log.Warn("cache: snapshot symlink", "repo", f.Repo.String(), "path", f.Path, "err", err)
+		}
+	}
+	return file, nil
+}
+
+// release drops one reference. The last one closes the item's file, and an
+// empty partial (opened but never filled) is deleted outright.
+func (s *Store) release(it *item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it.refs.Add(-1) != 0 {
+		return
+	}
+	it.mu.Lock()
+	file := it.file
+	it.file = nil
+	empty := it.state == statePartial && it.present.Size() == 0
+	it.mu.Unlock()
+	if file != nil {
+		_ = file.Close()
+	}
+	if empty && !it.removed {
+		s.removeLocked(it)
+	}
+}
+
+// forget drops an item whose blob vanished from the index, without deleting
+// anything, so the next Open starts a fresh partial.
+func (s *Store) forget(it *item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it.removed || it.refs.Load() != 0 {
+		return
+	}
+	s.detachLocked(it)
+}
+
+// detachLocked removes it from the index and the budget.
+func (s *Store) detachLocked(it *item) {
+	if s.items[it.key] == it {
+		delete(s.items, it.key)
+	}
+	if it.elem != nil {
+		s.lru.Remove(it.elem)
+		it.elem = nil
+	}
+	s.unindexLinksLocked(it)
+	it.removed = true
+	it.addBytes(-it.bytes.Load())
+}
+
+// removeLocked detaches it and deletes its files: the blob and the snapshot
+// symlinks pointing at it, or the partial's data file and sidecar. Open
+// handles (only possible after a failed verification) keep reading their
+// unlinked file.
+func (s *Store) removeLocked(it *item) {
+	s.detachLocked(it)
+	var errs []error
+	rm := func(name string) {
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if it.complete.Load() {
+		rm(it.blobPath)
+		errs = append(errs, s.paths.removeLinksTo(it.key.repo, it.key.etag))
+	} else {
+		rm(it.dataPath)
+		rm(it.sidecarPath)
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.log.Warn("cache: removing item", "repo", it.key.repo.String(), "etag", it.key.etag, "err", err)
+	}
+}
+
+// Stats reports the store's contents and counters.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Evictions:      s.stats.evictions.Load(),
+		FillRequests:   s.stats.fillRequests.Load(),
+		FillBytes:      s.stats.fillBytes.Load(),
+		FillErrors:     s.stats.fillErrors.Load(),
+		Promotions:     s.stats.promotions.Load(),
+		VerifyFailures: s.stats.verifyFailures.Load(),
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range s.items {
+		if it.complete.Load() {
+			st.Blobs++
+			st.BlobBytes += it.size
+		} else {
+			st.Partials++
+			st.PartialBytes += it.bytes.Load()
+		}
+		if it.refs.Load() > 0 {
+			st.InUse++
+		}
+	}
+	return st
+}
