@@ -1,0 +1,88 @@
+package hubtest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+)
+
+// TestGatingMatrix checks every route that reads a repo against every kind of
+// caller, for a gated and a private repo.
+func TestGatingMatrix(t *testing.T) {
+	h := NewT(t, Options{})
+	files := []File{{Path: "model.safetensors", Data: []byte("weights")}, {Path: "config.json", Data: []byte("{}")}}
+	gated := h.AddRepo(RepoSpec{ID: "acme/gated", Files: files, Gated: true, ApprovedTokens: []string{"hf_ok", "hf_revoked"}})
+	private := h.AddRepo(RepoSpec{ID: "acme/private", Files: files, Private: true, ApprovedTokens: []string{"hf_ok", "hf_revoked"}})
+	h.RevokeToken("hf_revoked")
+
+	routes := []struct {
+		name, method, path string
+		ok                 int
+	}{
+		{"resolve LFS", "HEAD", "/{id}/resolve/main/model.safetensors", 302},
+		{"resolve regular", "GET", "/{id}/resolve/main/config.json", 302},
+		{"raw", "HEAD", "/{id}/raw/main/config.json", 200},
+		{"resolve-cache", "GET", "/api/resolve-cache/models/{id}/{commit}/config.json", 200},
+		{"info", "GET", "/api/models/{id}", 200},
+		{"revision", "GET", "/api/models/{id}/revision/main", 200},
+		{"tree", "GET", "/api/models/{id}/tree/main", 200},
+		{"paths-info", "POST", "/api/models/{id}/paths-info/main", 200},
+		{"xet-read-token", "GET", "/api/models/{id}/xet-read-token/main", 200},
+	}
+	callers := []struct {
+		name, token           string
+		gatedStatus, privStat int // 0: the route's success status
+		gatedCode, privCode   string
+	}{
+		{"anonymous", "", 401, 401, CodeGatedRepo, CodeRepoNotFound},
+		{"unapproved", "hf_other", 403, 404, CodeGatedRepo, CodeRepoNotFound},
+		{"revoked", "hf_revoked", 403, 404, CodeGatedRepo, CodeRepoNotFound},
+		{"approved", "hf_ok", 0, 0, "", ""},
+	}
+	for _, rt := range routes {
+		for _, c := range callers {
+			for _, repo := range []struct {
+				id, commit, code string
+				status           int
+			}{
+				{"acme/gated", gated, c.gatedCode, c.gatedStatus},
+				{"acme/private", private, c.privCode, c.privStat},
+			} {
+				t.Run(rt.name+"/"+c.name+"/"+repo.id, func(t *testing.T) {
+					p := strings.ReplaceAll(strings.ReplaceAll(rt.path, "{id}", repo.id), "{commit}", repo.commit)
+					var hdr []string
+					if c.token != "" {
+						hdr = append(hdr, "Authorization: Bearer "+c.token)
+					}
+					resp, _ := do(t, rt.method, h.URL+p, hdr...)
+					want := repo.status
+					if want == 0 {
+						want = rt.ok
+					}
+					wantStatus(t, resp, want)
+					wantHeader(t, resp, "X-Error-Code", repo.code)
+				})
+			}
+		}
+	}
+}
+
+func TestGatedMessages(t *testing.T) {
+	h := NewT(t, Options{})
+	h.AddRepo(RepoSpec{Type: hub.Dataset, ID: "acme/g", Gated: true, Files: []File{{Path: "a", Data: []byte("a")}}})
+	resp, _ := do(t, "HEAD", h.URL+"/datasets/acme/g/resolve/main/a")
+	wantHeader(t, resp, "X-Error-Message",
+		"Access to dataset acme/g is restricted. You must have access to it and be authenticated to access it. Please log in.")
+	resp, _ = do(t, "HEAD", h.URL+"/datasets/acme/g/resolve/main/a", "Authorization: Bearer hf_x")
+	if m := resp.Header.Get("X-Error-Message"); !strings.Contains(m, "not in the authorized list") {
+		t.Errorf("403 message %q", m)
+	}
+	// Approving later opens the repo; revoking closes it again.
+	h.ApproveToken(hub.Repo{Type: hub.Dataset, ID: "acme/g"}, "hf_x")
+	resp, _ = do(t, "GET", h.URL+"/datasets/acme/g/raw/main/a", "Authorization: Bearer hf_x")
+	wantStatus(t, resp, 200)
+	h.RevokeToken("hf_x")
+	resp, _ = do(t, "GET", h.URL+"/datasets/acme/g/raw/main/a", "Authorization: Bearer hf_x")
+	wantStatus(t, resp, 403)
+}
