@@ -1,0 +1,31 @@
+# hubproxy: the two commands a new user needs are `make run` and `make test`.
+GO ?= go
+BIN := bin/hubproxy
+# Packages whose tests exercise concurrency run under the race detector; that is all of them.
+TEST_FLAGS ?= -race -timeout 15m
+
+.PHONY: all build run test lint e2e-deps clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hubproxy
+
+run: build
+	./$(BIN) serve
+
+# test is what CI runs (.ci/run): static checks, the npm client for the
+# end-to-end test, then every Go test with -race.
+test: lint e2e-deps
+	$(GO) test $(TEST_FLAGS) ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build ./...
+
+e2e-deps:
+	cd test/e2e && npm ci --no-audit --no-fund --loglevel=error
+
+clean:
+	rm -rf bin test/e2e/node_modules

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/hubproxy/hubproxy/internal/app"
+)
+
+// Viper lives here only. Every key is a flag (--cache-dir), an environment
+// variable (HUBPROXY_CACHE_DIR) and a config-file key (cache-dir), in that
+// order of precedence, with the defaults of app.Defaults.
+
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "hubproxy")
+	}
+	return filepath.Join(os.TempDir(), "hubproxy-cache")
+}
+
+// expandHome expands a leading "~/", which shells do for flags but nothing
+// does for config files and environment variables.
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+// addServeFlags declares every configuration key on fs.
+func addServeFlags(fs *pflag.FlagSet) {
+	d := app.Defaults()
+	fs.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
+	fs.String("listen", d.Listen, "address to serve the hub API on")
+	fs.String("upstream", d.Upstream, "hub to proxy (https://huggingface.co, or another hubproxy)")
+	fs.String("upstream-token", "", "the proxy's own hub token, used only for callers that send none (prefer HUBPROXY_UPSTREAM_TOKEN)")
+	fs.String("public-url", "", "externally visible base URL, for pagination links (default: from each request's Host)")
+	fs.Bool("offline", false, "serve only from the cache; never contact upstream")
+	fs.String("cache-dir", defaultCacheDir(), "cache root; also a valid HF_HUB_CACHE")
+	fs.String("cache-max-bytes", formatSize(d.CacheMaxBytes), "cache size budget (LRU eviction); 0 = unlimited")
+	fs.String("cache-min-free-bytes", formatSize(d.MinFreeBytes), "evict to keep this much disk free; 0 = off")
+	fs.String("block-size", formatSize(d.BlockSize), "fill granularity: ranges round out to this")
+	fs.String("chunk-size", formatSize(d.ChunkSize), "largest single upstream range request")
+	fs.Int("read-ahead", d.ReadAhead, "chunks kept in flight ahead of a sequential reader")
+	fs.Int("upstream-parallelism", d.UpstreamConns, "concurrent upstream range requests, across all files")
+	fs.Duration("revision-ttl", d.RevisionTTL, "how long a branch or tag stays mapped to a commit")
+	fs.Duration("url-ttl", d.URLTTL, "how long a resolved file and its signed CDN URL are reused")
+	fs.Duration("fill-timeout", d.FillTimeout, "limit for one upstream range request")
+	fs.Duration("stall-timeout", d.StallTimeout, "an upstream body making no progress this long is abandoned")
+	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
+	fs.String("log-format", d.LogFormat, "text or json")
+}
+
+// loadConfig merges flags, HUBPROXY_* variables and the config file.
+func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
+	v := viper.New()
+	v.SetEnvPrefix("HUBPROXY")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if err := v.BindPFlags(fs); err != nil {
+		return app.Config{}, err
+	}
+	if file := v.GetString("config"); file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return app.Config{}, fmt.Errorf("reading config %s: %w", file, err)
+		}
+	}
+	cfg := app.Config{
+		Listen:        v.GetString("listen"),
+		Upstream:      v.GetString("upstream"),
+		UpstreamToken: v.GetString("upstream-token"),
+		PublicURL:     v.GetString("public-url"),
+		Offline:       v.GetBool("offline"),
+		CacheDir:      expandHome(v.GetString("cache-dir")),
+		ReadAhead:     v.GetInt("read-ahead"),
+		UpstreamConns: v.GetInt("upstream-parallelism"),
+		RevisionTTL:   v.GetDuration("revision-ttl"),
+		URLTTL:        v.GetDuration("url-ttl"),
+		FillTimeout:   v.GetDuration("fill-timeout"),
+		StallTimeout:  v.GetDuration("stall-timeout"),
+		LogLevel:      v.GetString("log-level"),
+		LogFormat:     v.GetString("log-format"),
+	}
+	for key, dst := range map[string]*int64{
+		"cache-max-bytes":      &cfg.CacheMaxBytes,
+		"cache-min-free-bytes": &cfg.MinFreeBytes,
+		"block-size":           &cfg.BlockSize,
+		"chunk-size":           &cfg.ChunkSize,
+	} {
+		n, err := parseSize(v.GetString(key))
+		if err != nil {
+			return app.Config{}, fmt.Errorf("%s: %w", key, err)
+		}
+		*dst = n
+	}
+	return cfg, cfg.Validate()
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1},
+}
+
+// parseSize reads "100GiB", "64KiB", "1.5GB" or a plain byte count.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 && (n == 0 || n <= (1<<62)/mult) {
+		return n * mult, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("%q is not a size (examples: 100GiB, 64KiB, 1048576)", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// formatSize prints n with the largest binary unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range sizeUnits[:4] {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log-format %q: want text or json", format)
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hubproxy.yaml")
+	os.WriteFile(file, []byte("listen: \":9000\"\nread-ahead: 7\ncache-max-bytes: 2GiB\nrevision-ttl: 1m\ncache-dir: /from/file\n"), 0o644)
+	t.Setenv("HUBPROXY_CONFIG", file)
+	t.Setenv("HUBPROXY_READ_AHEAD", "9")
+	t.Setenv("HUBPROXY_UPSTREAM_TOKEN", "hf_secret")
+
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	addServeFlags(fs)
+	if err := fs.Parse([]string{"--cache-dir", "/from/flag"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != ":9000" || cfg.ReadAhead != 9 || cfg.CacheDir != "/from/flag" ||
+		cfg.CacheMaxBytes != 2<<30 || cfg.RevisionTTL != time.Minute || cfg.UpstreamToken != "hf_secret" {
+		t.Errorf("config = %+v", cfg)
+	}
+	if cfg.Upstream != "https://huggingface.co" || cfg.BlockSize != 64<<10 {
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+}
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--upstream", "ftp://x"},
+		{"--cache-max-bytes", "lots"},
+		{"--block-size", "1MiB", "--chunk-size", "64KiB"},
+		{"--log-level", "loud"},
+	} {
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		addServeFlags(fs)
+		fs.Parse(args)
+		cfg, err := loadConfig(fs)
+		if err == nil {
+			_, err = newLogger(cfg.LogLevel, cfg.LogFormat)
+		}
+		if err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1048576": 1 << 20, "64KiB": 64 << 10, "100GiB": 100 << 30, "1.5GB": 1_500_000_000, "2 MiB": 2 << 20} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "x", "1XB", "99999999999TiB"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// TestKillDuringFillThenRestart kills the real binary with SIGKILL while it is
+// filling a file, several times, and checks that each restart resumes from a
+// cache that never claims bytes it does not hold, ending with a verified blob.
+func TestKillDuringFillThenRestart(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "hubproxy")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// The bandwidth cap keeps each fill running long enough to be killed.
+	h := hubtest.NewT(t, hubtest.Options{BandwidthPerConn: 8 << 20})
+	data := hubtest.RandomBytes(42, 24<<20)
+	sum := sha256.Sum256(data)
+	etag := hex.EncodeToString(sum[:])
+	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/crash", Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	dir := t.TempDir()
+	blob := filepath.Join(dir, "models--org--crash", "blobs", etag)
+
+	sidecar := filepath.Join(dir, ".hubproxy", "partial", "models--org--crash--"+etag+".json")
+	for round := range 3 {
+		addr, proc := startBinary(t, bin, h.URL, dir)
+		resp, err := http.Get("http://" + addr + "/org/crash/resolve/main/w.safetensors")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Read a little, then kill the process mid-fill: at once in the
+		// first round, and in later rounds once some progress is durable,
+		// so that the restart has something to resume.
+		if _, err := io.CopyN(io.Discard, resp.Body, int64(2+round)<<20); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if round > 0 {
+			waitFor(t, func() bool { fi, err := os.Stat(sidecar); return err == nil && fi.Size() > 0 })
+		}
+		proc.Process.Signal(syscall.SIGKILL)
+		proc.Wait()
+		resp.Body.Close()
+		if _, err := os.Stat(blob); err == nil {
+			// Possible only if the whole file had been fetched and
+			// verified before the kill; then it must be correct.
+			checkFile(t, blob, etag)
+		}
+	}
+
+	before := h.Counters().BodyBytes
+	addr, proc := startBinary(t, bin, h.URL, dir)
+	defer func() { proc.Process.Signal(syscall.SIGKILL); proc.Wait() }()
+	resp, err := http.Get("http://" + addr + "/org/crash/resolve/main/w.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || sha256.Sum256(got) != sum {
+		t.Fatalf("after restarts: %v, sha match %v", err, sha256.Sum256(got) == sum)
+	}
+	checkFile(t, blob, etag)
+	finish := h.Counters().BodyBytes - before
+	t.Logf("upstream bytes: %d over 3 killed fills, %d to finish (file %d)", before, finish, len(data))
+	if finish >= int64(len(data)) {
+		t.Errorf("the restart refetched the whole file (%d bytes): the partial did not resume", finish)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var servingRE = regexp.MustCompile(`addr=(\S+)`)
+
+func startBinary(t *testing.T, bin, upstream, dir string) (string, *exec.Cmd) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
+		"--cache-dir", dir, "--chunk-size", "1MiB", "--cache-min-free-bytes", "0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, stderr)
+			return m[1], cmd
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("hubproxy did not start: %v", sc.Err())
+	return "", nil
+}
+
+func checkFile(t *testing.T, path, etag string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	if got := hex.EncodeToString(s[:]); got != etag {
+		t.Fatalf("%s holds wrong bytes (sha256 %s)", path, got)
+	}
+}

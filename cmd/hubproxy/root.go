@@ -1,0 +1,19 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hubproxy",
+		Short: "A caching, range-aware proxy for the Hugging Face Hub",
+		Long: `hubproxy sits between hub clients and the Hugging Face Hub. Point clients at it
+(HF_ENDPOINT=http://hubproxy:8080) and files are cached on local disk in the
+huggingface_hub layout, fetched lazily by byte range.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServeCmd())
+	return root
+}

@@ -1,0 +1,147 @@
+// Package app is hubproxy's composition root: it builds every part from one
+// typed Config and returns the HTTP handler plus a cleanup function. Nothing
+// else wires packages together, and nothing here reads flags or the
+// environment (that is cmd/hubproxy's job).
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/resolver"
+	"github.com/hubproxy/hubproxy/internal/server"
+)
+
+// Config is everything hubproxy serve needs. Zero values mean the defaults
+// documented in configs/hubproxy.yaml (applied by Defaults).
+type Config struct {
+	Listen        string        `mapstructure:"listen"`
+	Upstream      string        `mapstructure:"upstream"`
+	UpstreamToken string        `mapstructure:"upstream-token"`
+	PublicURL     string        `mapstructure:"public-url"`
+	Offline       bool          `mapstructure:"offline"`
+	CacheDir      string        `mapstructure:"cache-dir"`
+	CacheMaxBytes int64         `mapstructure:"cache-max-bytes"`
+	MinFreeBytes  int64         `mapstructure:"cache-min-free-bytes"`
+	BlockSize     int64         `mapstructure:"block-size"`
+	ChunkSize     int64         `mapstructure:"chunk-size"`
+	ReadAhead     int           `mapstructure:"read-ahead"`
+	UpstreamConns int           `mapstructure:"upstream-parallelism"`
+	RevisionTTL   time.Duration `mapstructure:"revision-ttl"`
+	URLTTL        time.Duration `mapstructure:"url-ttl"`
+	FillTimeout   time.Duration `mapstructure:"fill-timeout"`
+	StallTimeout  time.Duration `mapstructure:"stall-timeout"`
+	LogLevel      string        `mapstructure:"log-level"`
+	LogFormat     string        `mapstructure:"log-format"`
+
+	// Transport overrides the upstream HTTP transport (tests).
+	Transport http.RoundTripper `mapstructure:"-"`
+}
+
+// Defaults returns the configuration hubproxy serve runs with when nothing is
+// set. cmd/hubproxy seeds its flags from it, so the two never disagree.
+func Defaults() Config {
+	return Config{
+		Listen:        ":8080",
+		Upstream:      "https://huggingface.co",
+		CacheMaxBytes: 100 << 30,
+		MinFreeBytes:  1 << 30,
+		BlockSize:     64 << 10,
+		ChunkSize:     8 << 20,
+		ReadAhead:     4,
+		UpstreamConns: 16,
+		RevisionTTL:   30 * time.Second,
+		URLTTL:        30 * time.Minute,
+		FillTimeout:   5 * time.Minute,
+		StallTimeout:  30 * time.Second,
+		LogLevel:      "info",
+		LogFormat:     "text",
+	}
+}
+
+// Validate reports the first configuration error in words a user can act on.
+func (c Config) Validate() error {
+	u, err := url.Parse(c.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("upstream %q: must be an http(s) URL", c.Upstream)
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || u.Host == "" {
+			return fmt.Errorf("public-url %q: must be an absolute URL", c.PublicURL)
+		}
+	}
+	if c.CacheDir == "" {
+		return errors.New("cache-dir: must be set")
+	}
+	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 {
+		return errors.New("sizes and counts must not be negative")
+	}
+	if c.BlockSize > 0 && c.ChunkSize > 0 && c.ChunkSize < c.BlockSize {
+		return fmt.Errorf("chunk-size (%d) must be at least block-size (%d)", c.ChunkSize, c.BlockSize)
+	}
+	return nil
+}
+
+// New builds hubproxy from cfg. The returned cleanup closes the cache.
+func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	client, err := fetch.New(fetch.Options{
+		Upstream:     cfg.Upstream,
+		Token:        cfg.UpstreamToken,
+		Transport:    cfg.Transport,
+		UserAgent:    "hubproxy",
+		StallTimeout: cfg.StallTimeout,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("upstream client: %w", err)
+	}
+	store, err := cache.Open(cache.Options{
+		Dir:          cfg.CacheDir,
+		MaxBytes:     cfg.CacheMaxBytes,
+		MinFreeBytes: cfg.MinFreeBytes,
+		BlockSize:    cfg.BlockSize,
+		ChunkSize:    cfg.ChunkSize,
+		ReadAhead:    cfg.ReadAhead,
+		MaxFills:     cfg.UpstreamConns,
+		FillTimeout:  cfg.FillTimeout,
+		Logger:       log.With("component", "cache"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
+	}
+	res := resolver.New(client, store, resolver.Options{
+		RevisionTTL: cfg.RevisionTTL,
+		URLTTL:      cfg.URLTTL,
+		Offline:     cfg.Offline,
+		Logger:      log.With("component", "resolver"),
+	})
+	srv := server.New(server.Options{
+		Resolver:  res,
+		Store:     store,
+		Upstream:  client,
+		PublicURL: cfg.PublicURL,
+		Offline:   cfg.Offline,
+		Logger:    log.With("component", "server"),
+	})
+	return srv, store.Close, nil
+}
+
+// The wiring asserts the consumer-side interfaces here, where both sides meet.
+var (
+	_ resolver.Upstream = (*fetch.Client)(nil)
+	_ resolver.Store    = (*cache.Store)(nil)
+	_ server.Resolver   = (*resolver.Resolver)(nil)
+	_ server.Store      = (*cache.Store)(nil)
+	_ server.Upstream   = (*fetch.Client)(nil)
+)

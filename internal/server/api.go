@@ -1,0 +1,265 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
+)
+
+const (
+	maxAPIRequestBody  = 4 << 20  // paths-info bodies list paths; a few MiB is plenty
+	maxAPIResponseBody = 64 << 20 // a tree page is ≤ 1000 entries
+)
+
+// serveAPI answers /api/…: repo info, tree and paths-info are cached per
+// caller and revision with Xet fields removed; xet-read-token is refused;
+// everything else passes through uncached.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	ar, err := parseAPIRoute(r.URL.EscapedPath())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch {
+	case ar.kind == apiXetToken:
+		// Never reached when Xet signals are stripped, but a client with a
+		// tree cache filled straight from the Hub may still ask (§2).
+		s.writeError(w, r, &fetch.StatusError{Code: http.StatusNotFound, ErrorCode: "EntryNotFound",
+			Message: "Xet is not available through hubproxy; files are served over plain HTTP"})
+	case (ar.kind == apiInfo || ar.kind == apiTree) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		s.serveCachedJSON(w, r, ar, nil)
+	case ar.kind == apiPathsInfo && r.Method == http.MethodPost:
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIRequestBody+1))
+		if err != nil {
+			return
+		}
+		if len(body) > maxAPIRequestBody {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		s.serveCachedJSON(w, r, ar, body)
+	default:
+		s.passAPI(w, r)
+	}
+}
+
+// envelope is a cached API answer: enough to replay it exactly.
+type envelope struct {
+	Status int               `json:"status"`
+	Header map[string]string `json:"header"`
+	Body   []byte            `json:"body"`
+}
+
+// keptAPIHeaders are the upstream response headers a cached answer replays.
+// Link is rewritten at serve time, since the public URL depends on the request.
+var keptAPIHeaders = []string{"Content-Type", "Link", "X-Repo-Commit", "X-Error-Code", "X-Error-Message", "ETag"}
+
+func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiRoute, body []byte) {
+	auth := r.Header.Get("Authorization")
+	pathAndQuery := r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		pathAndQuery += "?" + r.URL.RawQuery
+	}
+	key := metaKey(auth, r.Method, pathAndQuery, r.Header.Get("Content-Type"), body)
+	cached, cerr := s.loadEnvelope(key)
+	// A commit never changes, so its listing is answered from the cache
+	// (per caller: the key holds a hash of the credentials).
+	if cerr == nil && (s.opts.Offline || hub.IsCommit(ar.rev)) {
+		s.writeEnvelope(w, r, cached)
+		return
+	}
+	if s.opts.Offline {
+		s.writeError(w, r, resolver.ErrOffline)
+		return
+	}
+	hdr := http.Header{}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		hdr.Set("Content-Type", ct)
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	resp, err := s.opts.Upstream.API(r.Context(), method, pathAndQuery, auth, hdr, body)
+	if err != nil {
+		if errors.Is(err, fetch.ErrUnavailable) && cerr == nil {
+			s.writeEnvelope(w, r, cached)
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	if (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) && cerr == nil {
+		s.log.Warn("upstream API failing, answering from cache", "path", r.URL.EscapedPath(), "status", resp.StatusCode)
+		s.writeEnvelope(w, r, cached)
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponseBody+1))
+	if err != nil || len(data) > maxAPIResponseBody {
+		s.writeError(w, r, fmt.Errorf("reading upstream API answer: %w", fetch.ErrUnavailable))
+		return
+	}
+	env := envelope{Status: resp.StatusCode, Header: map[string]string{}, Body: data}
+	for _, k := range keptAPIHeaders {
+		if v := resp.Header.Get(k); v != "" {
+			env.Header[k] = v
+		}
+	}
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(env.Header["Content-Type"], "application/json") {
+		stripped, sha, err := stripXet(data)
+		if err != nil {
+			s.writeError(w, r, &fetch.ProtocolError{URL: r.URL.EscapedPath(), Reason: "upstream API answer is not valid JSON"})
+			return
+		}
+		env.Body = stripped
+		if ar.kind == apiInfo && ar.rev != "" && !hub.IsCommit(ar.rev) && hub.IsCommit(sha) {
+			if err := s.opts.Store.WriteRef(ar.repo, ar.rev, sha); err != nil {
+				s.log.Warn("writing ref", "repo", ar.repo.String(), "err", err)
+			}
+		}
+		if b, err := json.Marshal(env); err == nil {
+			if err := s.opts.Store.PutMeta(key, b); err != nil {
+				s.log.Warn("caching API answer", "err", err)
+			}
+		}
+	}
+	s.writeEnvelope(w, r, env)
+}
+
+func metaKey(auth, method, pathAndQuery, contentType string, body []byte) string {
+	a := sha256.Sum256([]byte(auth))
+	b := sha256.Sum256(body)
+	return "api\x00" + hex.EncodeToString(a[:]) + "\x00" + method + "\x00" + pathAndQuery + "\x00" + contentType + "\x00" + hex.EncodeToString(b[:])
+}
+
+func (s *Server) loadEnvelope(key string) (envelope, error) {
+	data, err := s.opts.Store.GetMeta(key)
+	if err != nil {
+		return envelope{}, err
+	}
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return envelope{}, err
+	}
+	return env, nil
+}
+
+func (s *Server) writeEnvelope(w http.ResponseWriter, r *http.Request, env envelope) {
+	h := w.Header()
+	for k, v := range env.Header {
+		if k == "Link" {
+			v = rewriteLinks(v, s.opts.Upstream.Upstream().String(), s.publicBase(r))
+		}
+		h.Set(k, v)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(env.Body)))
+	w.WriteHeader(env.Status)
+	if r.Method != http.MethodHead {
+		w.Write(env.Body)
+	}
+}
+
+// stripXet removes every "xetHash" field (HUB-PROTOCOL.md §2): a client that
+// sees one in a tree listing skips the proxy and talks to Xet directly. It
+// also returns the top-level "sha", if any.
+func stripXet(data []byte) ([]byte, string, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // keep numbers exactly as upstream wrote them
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, "", err
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			delete(t, "xetHash")
+			for _, c := range t {
+				walk(c)
+			}
+		case []any:
+			for _, c := range t {
+				walk(c)
+			}
+		}
+	}
+	walk(v)
+	sha := ""
+	if m, ok := v.(map[string]any); ok {
+		sha, _ = m["sha"].(string)
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, "", err
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), sha, nil
+}
+
+// hopHeaders are never copied from an upstream answer: hop-by-hop headers
+// (RFC 9110 §7.6.1), lengths we recompute, and every Xet signal.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "Content-Encoding": true, "Alt-Svc": true, "Strict-Transport-Security": true,
+}
+
+// passAPI relays any other /api/ request uncached, rewriting Link and
+// Location so pagination and relative moves stay on the proxy.
+func (s *Server) passAPI(w http.ResponseWriter, r *http.Request) {
+	var body []byte
+	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(r.Body, maxAPIRequestBody+1)); err != nil {
+			return
+		}
+		if len(body) > maxAPIRequestBody {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+	}
+	hdr := http.Header{}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		hdr.Set("Content-Type", ct)
+	}
+	pathAndQuery := r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		pathAndQuery += "?" + r.URL.RawQuery
+	}
+	resp, err := s.opts.Upstream.API(r.Context(), r.Method, pathAndQuery, r.Header.Get("Authorization"), hdr, body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	up, public := s.opts.Upstream.Upstream().String(), s.publicBase(r)
+	for k, vs := range resp.Header {
+		if hopHeaders[k] || strings.HasPrefix(k, "X-Xet-") {
+			continue
+		}
+		for _, v := range vs {
+			switch k {
+			case "Link":
+				v = rewriteLinks(v, up, public)
+			case "Location":
+				v = rewriteURL(v, up, public)
+			}
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
+)
+
+// httpError is an error as the client sees it: hub clients read the status,
+// X-Error-Code, X-Error-Message and a JSON {"error": …} body
+// (HUB-PROTOCOL.md §1c, §5).
+type httpError struct {
+	status int
+	code   string // X-Error-Code; the hub's vocabulary
+	msg    string
+	commit string // X-Repo-Commit, set on a missing file so clients cache the miss
+}
+
+// toHTTPError maps every error the handlers can meet to its answer. It is the
+// only place that does so, and it never puts internal text in a response to
+// an error it does not recognise.
+func toHTTPError(err error) httpError {
+	var (
+		inv    *hub.InvalidError
+		status *fetch.StatusError
+		verify *cache.VerifyError
+		proto  *fetch.ProtocolError
+		rng    *fetch.RangeError
+	)
+	switch {
+	case errors.As(err, &inv):
+		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: inv.Error()}
+	case errors.Is(err, errNoRoute):
+		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"}
+	case errors.As(err, &status) && status.Code < 500 && status.Code != http.StatusTooManyRequests:
+		return httpError{status: status.Code, code: status.ErrorCode, msg: status.Message, commit: status.RepoCommit}
+	case errors.Is(err, resolver.ErrOffline):
+		return httpError{status: http.StatusGatewayTimeout, code: "Offline", msg: "hubproxy is in offline mode and does not hold this file"}
+	case errors.As(err, &status):
+		return httpError{status: http.StatusBadGateway, msg: "upstream answered " + http.StatusText(status.Code)}
+	case errors.As(err, &verify):
+		return httpError{status: http.StatusBadGateway, msg: "upstream sent content that does not match its hash; it was discarded"}
+	case errors.As(err, &proto), errors.As(err, &rng):
+		return httpError{status: http.StatusBadGateway, msg: "upstream sent an invalid response"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return httpError{status: http.StatusGatewayTimeout, msg: "upstream timed out"}
+	case errors.Is(err, fetch.ErrUnavailable), errors.Is(err, fetch.ErrStalled):
+		return httpError{status: http.StatusBadGateway, msg: "upstream unavailable"}
+	}
+	return httpError{status: http.StatusInternalServerError, msg: "internal error"}
+}
+
+// writeError answers r with err. Errors after the body started cannot be
+// reported; the handlers abort those connections instead.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client is gone
+	}
+	he := toHTTPError(err)
+	if he.status >= 500 {
+		s.log.Warn("request failed", "id", w.Header().Get("X-Request-Id"), "path", r.URL.EscapedPath(), "status", he.status, "err", err)
+	}
+	if he.msg == "" {
+		he.msg = http.StatusText(he.status)
+	}
+	h := w.Header()
+	for _, k := range []string{"Content-Length", "Content-Range", "Content-Disposition", "ETag", "X-Linked-Etag", "X-Linked-Size", "Accept-Ranges"} {
+		h.Del(k)
+	}
+	if he.code != "" {
+		h.Set("X-Error-Code", he.code)
+	}
+	h.Set("X-Error-Message", oneLine(he.msg))
+	if he.commit != "" {
+		h.Set("X-Repo-Commit", he.commit)
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(he.status)
+	if r.Method != http.MethodHead {
+		json.NewEncoder(w).Encode(map[string]string{"error": he.msg})
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.Map(func(c rune) rune {
+		if c < 0x20 || c == 0x7f {
+			return ' '
+		}
+		return c
+	}, s)
+	if len(s) > 512 {
+		s = s[:512]
+	}
+	return s
+}

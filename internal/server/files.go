@@ -1,0 +1,216 @@
+package server
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
+)
+
+// serveFiles answers HEAD and GET on /{repo}/resolve|raw/{rev}/{path}.
+func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
+	fr, err := parseFileRoute(r.URL.EscapedPath())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	auth := r.Header.Get("Authorization")
+	m, err := s.opts.Resolver.File(r.Context(), auth, fr.repo, fr.rev, fr.path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if fr.raw && hub.ETagKind(m.ETag) == hub.HashSHA256 {
+		// /raw/ on an LFS file is its pointer, exactly as the hub answers.
+		s.servePointer(w, r, m)
+		return
+	}
+	setFileHeaders(w.Header(), fr.path, m)
+	if r.Method == http.MethodHead {
+		// HEAD answers from metadata alone and never waits for a fill
+		// (huggingface_hub gives it 10 s).
+		w.Header().Set("Content-Length", strconv.FormatInt(m.Size, 10))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	origin := s.opts.Resolver.Origin(auth, fr.repo, fr.path, m)
+	if hub.ETagKind(m.ETag) == hub.HashUnknown {
+		s.passThrough(w, r, m, origin)
+		return
+	}
+	h, err := s.opts.Store.Open(r.Context(), cache.File{
+		Repo: fr.repo, Commit: m.Commit, Path: fr.path, ETag: m.ETag, Size: m.Size,
+	}, origin)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer h.Close()
+	if m.Size == 0 {
+		// A zero-byte file has no satisfiable range; answer the whole
+		// (empty) body rather than 416 so probes like bytes=0-0 succeed.
+		r.Header.Del("Range")
+	}
+	if start, end, ok := singleRange(r.Header.Get("Range"), m.Size); ok {
+		h.Expect(start, end)
+	} else if r.Header.Get("Range") == "" {
+		h.Expect(0, m.Size)
+	}
+	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(h, 0, m.Size), s: s, req: r})
+}
+
+// abortOnError turns a read error part-way through a body into an aborted
+// response. http.ServeContent would otherwise end the body early and leave
+// keep-alive bookkeeping to chance; aborting makes every client see a failed
+// transfer, never a short file that looks complete.
+type abortOnError struct {
+	r   *io.SectionReader
+	s   *Server
+	req *http.Request
+}
+
+func (a *abortOnError) Seek(off int64, whence int) (int64, error) { return a.r.Seek(off, whence) }
+
+func (a *abortOnError) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		if a.req.Context().Err() == nil {
+			a.s.log.Warn("aborting response", "path", a.req.URL.EscapedPath(), "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return n, err
+}
+
+func setFileHeaders(h http.Header, name string, m resolver.Meta) {
+	etag := `"` + m.ETag + `"`
+	h.Set("X-Repo-Commit", m.Commit)
+	h.Set("ETag", etag)
+	h.Set("X-Linked-Etag", etag)
+	h.Set("X-Linked-Size", strconv.FormatInt(m.Size, 10))
+	h.Set("Accept-Ranges", "bytes")
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	base := path.Base(name)
+	h.Set("Content-Disposition", fmt.Sprintf(`inline; filename*=UTF-8''%s; filename="%s"`,
+		escapeRFC5987(base), asciiFilename(base)))
+}
+
+// servePointer answers /raw/ for an LFS file with its git-lfs pointer,
+// which is derived from the sha256 and size alone.
+func (s *Server) servePointer(w http.ResponseWriter, r *http.Request, m resolver.Meta) {
+	ptr := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", m.ETag, m.Size)
+	sum := sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(ptr), ptr)))
+	h := w.Header()
+	h.Set("X-Repo-Commit", m.Commit)
+	h.Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	http.ServeContent(w, r, "", time.Time{}, strings.NewReader(ptr))
+}
+
+// passThrough serves a file whose ETag cannot name a verified blob: the bytes
+// are streamed from upstream uncached, honouring a single Range.
+func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, m resolver.Meta, o cache.Origin) {
+	start, end := int64(0), m.Size
+	status := http.StatusOK
+	if rh := r.Header.Get("Range"); rh != "" && m.Size > 0 {
+		a, b, ok := singleRange(rh, m.Size)
+		if !ok {
+			w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(m.Size, 10))
+			http.Error(w, "range not satisfiable", http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		start, end, status = a, b, http.StatusPartialContent
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, b-1, m.Size))
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(end-start, 10))
+	if end == start {
+		w.WriteHeader(status)
+		return
+	}
+	body, err := o.FetchRange(r.Context(), start, end-start)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer body.Close()
+	w.WriteHeader(status)
+	if _, err := io.Copy(w, body); err != nil && !errors.Is(err, r.Context().Err()) {
+		s.log.Warn("pass-through copy failed", "path", r.URL.EscapedPath(), "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// singleRange parses a single-range "bytes=" header (RFC 9110 §14.1.2) into
+// the half-open [start, end). ok is false for no header, multiple ranges, or
+// an unsatisfiable range; http.ServeContent then produces the right answer.
+func singleRange(h string, size int64) (start, end int64, ok bool) {
+	spec, found := strings.CutPrefix(h, "bytes=")
+	if !found || strings.Contains(spec, ",") || size <= 0 {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(strings.TrimSpace(spec), "-")
+	if !found {
+		return 0, 0, false
+	}
+	if a == "" { // suffix: the last b bytes
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, 0, false
+		}
+		return max(size-n, 0), size, true
+	}
+	first, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || first < 0 || first >= size {
+		return 0, 0, false
+	}
+	if b == "" {
+		return first, size, true
+	}
+	last, err := strconv.ParseInt(b, 10, 64)
+	if err != nil || last < first {
+		return 0, 0, false
+	}
+	return first, min(last+1, size), true
+}
+
+func escapeRFC5987(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$&+-.^_`|~", c) >= 0) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+func asciiFilename(s string) string {
+	return strings.Map(func(c rune) rune {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return '_'
+		}
+		return c
+	}, s)
+}

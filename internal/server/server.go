@@ -1,0 +1,165 @@
+// Package server is hubproxy's HTTP surface: the hub-compatible routes real
+// clients use (resolve, raw, the JSON API) and, later, the native tensor API.
+// Handlers are thin: they parse and validate the URL, ask the resolver and the
+// cache, and serve bytes with http.ServeContent. Every error becomes an HTTP
+// answer in exactly one place, writeError.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
+)
+
+// Resolver maps (repo, revision, path) to file metadata and builds the origin
+// a fill reads from.
+type Resolver interface {
+	File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
+	Origin(auth string, repo hub.Repo, path string, m resolver.Meta) cache.Origin
+}
+
+// Store is the part of the cache the handlers use.
+type Store interface {
+	Open(ctx context.Context, f cache.File, o cache.Origin) (*cache.Handle, error)
+	WriteRef(repo hub.Repo, rev, commit string) error
+	PutMeta(key string, data []byte) error
+	GetMeta(key string) ([]byte, error)
+}
+
+// Upstream sends API requests to the hub.
+type Upstream interface {
+	API(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error)
+	Upstream() *url.URL
+}
+
+// Options configures the server. Resolver, Store and Upstream are required.
+type Options struct {
+	Resolver Resolver
+	Store    Store
+	Upstream Upstream
+	// PublicURL is the proxy's externally visible base URL, used to rewrite
+	// pagination Links. Empty: derived from each request (Host and
+	// X-Forwarded-Proto/-Host).
+	PublicURL string
+	// Offline answers only from the cache.
+	Offline bool
+	Logger  *slog.Logger
+}
+
+// Server holds the handlers' dependencies. Immutable after New.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	router chi.Router
+}
+
+// New returns the server's handler.
+func New(opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, log: log}
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.accessLog)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	r.HandleFunc("/api/*", s.serveAPI)
+	r.HandleFunc("/*", s.serveFiles)
+	s.router = r
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+// requestID echoes a well-formed client X-Request-Id or makes one, so a log
+// line can be matched to what the client saw.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if len(id) == 0 || len(id) > 64 || strings.ContainsFunc(id, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+			var b [8]byte
+			rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// statusWriter records the status and body size for the access log. It keeps
+// http.ResponseWriter's ReaderFrom so large bodies still take the fast path.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		// The path is logged without its query; Authorization never is.
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("id", w.Header().Get("X-Request-Id")),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.EscapedPath()),
+			slog.String("range", r.Header.Get("Range")),
+			slog.Int("status", sw.status),
+			slog.Int64("bytes", sw.bytes),
+			slog.Duration("duration", time.Since(start)))
+	})
+}
+
+// publicBase is the base URL clients reach the proxy at.
+func (s *Server) publicBase(r *http.Request) string {
+	if s.opts.PublicURL != "" {
+		return strings.TrimSuffix(s.opts.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
+		scheme = p
+	}
+	host := r.Host
+	if h := r.Header.Get("X-Forwarded-Host"); h != "" && !strings.ContainsAny(h, "/ \t,") {
+		host = h
+	}
+	return scheme + "://" + host
+}
