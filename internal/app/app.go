@@ -133,6 +133,8 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		PublicURL: cfg.PublicURL,
 		Offline:   cfg.Offline,
 		Logger:    log.With("component", "server"),
+		// Zero means the resolver's default, so the two always agree.
+		RevisionTTL: res.RevisionTTL(),
 	})
 	return srv, store.Close, nil
 }

@@ -105,6 +105,9 @@ func New(up Upstream, store Store, opts Options) *Resolver {
 	}
 }
 
+// RevisionTTL is the effective branch/tag TTL, defaults applied.
+func (r *Resolver) RevisionTTL() time.Duration { return r.opts.RevisionTTL }
+
 // key identifies one resolution. It includes a hash of the caller's
 // credentials: what upstream answers (and whether it answers at all) depends on
 // who asks, so one caller's answer is never reused for another. Raw tokens are

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
@@ -56,6 +57,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 // envelope is a cached API answer: enough to replay it exactly.
 type envelope struct {
+	Stored time.Time         `json:"stored"`
 	Status int               `json:"status"`
 	Header map[string]string `json:"header"`
 	Body   []byte            `json:"body"`
@@ -74,8 +76,10 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	key := metaKey(auth, r.Method, pathAndQuery, r.Header.Get("Content-Type"), body)
 	cached, cerr := s.loadEnvelope(key)
 	// A commit never changes, so its listing is answered from the cache
-	// (per caller: the key holds a hash of the credentials).
-	if cerr == nil && (s.opts.Offline || hub.IsCommit(ar.rev)) {
+	// (per caller: the key holds a hash of the credentials); a branch's for
+	// as long as the branch → commit mapping is trusted.
+	fresh := cerr == nil && (hub.IsCommit(ar.rev) || time.Since(cached.Stored) < s.opts.RevisionTTL)
+	if cerr == nil && (s.opts.Offline || fresh) {
 		s.writeEnvelope(w, r, cached)
 		return
 	}
@@ -111,7 +115,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		s.writeError(w, r, fmt.Errorf("reading upstream API answer: %w", fetch.ErrUnavailable))
 		return
 	}
-	env := envelope{Status: resp.StatusCode, Header: map[string]string{}, Body: data}
+	env := envelope{Stored: time.Now(), Status: resp.StatusCode, Header: map[string]string{}, Body: data}
 	for _, k := range keptAPIHeaders {
 		if v := resp.Header.Get(k); v != "" {
 			env.Header[k] = v

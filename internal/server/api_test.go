@@ -187,3 +187,25 @@ func TestOfflineFallbackServesWhatIsCached(t *testing.T) {
 		t.Errorf("offline mode GET: %d", resp.StatusCode)
 	}
 }
+
+func TestAPIAnswersAreReusedWithinTheRevisionTTL(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: manyFiles(1)})
+	for _, p := range []string{"/api/models/org/model/revision/main", "/api/models/org/model/tree/" + commit} {
+		e.hub.ResetCounters()
+		for range 3 {
+			if resp, _ := e.do(http.MethodGet, p); resp.StatusCode != 200 {
+				t.Fatalf("%s: %d", p, resp.StatusCode)
+			}
+		}
+		if n := e.hub.Counters().APIRequests; n != 1 {
+			t.Errorf("%s: %d upstream API requests for 3 calls, want 1", p, n)
+		}
+	}
+	// Another caller's credentials are never answered from this caller's entry.
+	e.hub.ResetCounters()
+	e.do(http.MethodGet, "/api/models/org/model/revision/main", "Authorization", "Bearer hf_other")
+	if n := e.hub.Counters().APIRequests; n != 1 {
+		t.Errorf("a different caller was served another caller's cached answer")
+	}
+}

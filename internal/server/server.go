@@ -55,7 +55,10 @@ type Options struct {
 	PublicURL string
 	// Offline answers only from the cache.
 	Offline bool
-	Logger  *slog.Logger
+	// RevisionTTL is how long an API answer for a branch or tag is reused
+	// (answers for a commit are reused for good). Zero: always ask upstream.
+	RevisionTTL time.Duration
+	Logger      *slog.Logger
 }
 
 // Server holds the handlers' dependencies. Immutable after New.
