@@ -63,6 +63,19 @@ func addServeFlags(fs *pflag.FlagSet) {
 // loadConfig merges flags, HUBPROXY_* variables and the config file.
 func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 	v := viper.New()
+	// Defaults for every key, so commands that declare only some of the
+	// flags (ls, pull) still read the rest from the environment or file.
+	d := app.Defaults()
+	for key, val := range map[string]any{
+		"listen": d.Listen, "upstream": d.Upstream, "cache-dir": defaultCacheDir(),
+		"cache-max-bytes": formatSize(d.CacheMaxBytes), "cache-min-free-bytes": formatSize(d.MinFreeBytes),
+		"block-size": formatSize(d.BlockSize), "chunk-size": formatSize(d.ChunkSize),
+		"read-ahead": d.ReadAhead, "upstream-parallelism": d.UpstreamConns,
+		"revision-ttl": d.RevisionTTL, "url-ttl": d.URLTTL, "fill-timeout": d.FillTimeout,
+		"stall-timeout": d.StallTimeout, "log-level": d.LogLevel, "log-format": d.LogFormat,
+	} {
+		v.SetDefault(key, val)
+	}
 	v.SetEnvPrefix("HUBPROXY")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()

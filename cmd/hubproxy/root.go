@@ -14,6 +14,6 @@ huggingface_hub layout, fetched lazily by byte range.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd())
+	root.AddCommand(newServeCmd(), newLsCmd())
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
+	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
 // httpError is an error as the client sees it: hub clients read the status,
@@ -33,10 +34,17 @@ func toHTTPError(err error) httpError {
 		verify *cache.VerifyError
 		proto  *fetch.ProtocolError
 		rng    *fetch.RangeError
+		req    *requestError
+		nf     *tensor.NotFoundError
+		fileE  *tensor.FileError
 	)
 	switch {
 	case errors.As(err, &inv):
 		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: inv.Error()}
+	case errors.As(err, &req):
+		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: req.msg}
+	case errors.As(err, &nf):
+		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: nf.Error()}
 	case errors.Is(err, errNoRoute):
 		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"}
 	case errors.As(err, &status) && status.Code < 500 && status.Code != http.StatusTooManyRequests:
@@ -49,6 +57,12 @@ func toHTTPError(err error) httpError {
 		return httpError{status: http.StatusBadGateway, msg: "upstream sent content that does not match its hash; it was discarded"}
 	case errors.As(err, &proto), errors.As(err, &rng):
 		return httpError{status: http.StatusBadGateway, msg: "upstream sent an invalid response"}
+	case errors.Is(err, cache.ErrUncacheable):
+		return httpError{status: http.StatusBadGateway, msg: "upstream gave this file no content hash (ETag); it can only be downloaded whole"}
+	case errors.As(err, &fileE) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, fetch.ErrUnavailable):
+		// A file upstream that breaks the safetensors rules: name the file
+		// and the rule (the header package's messages are safe to show).
+		return httpError{status: http.StatusBadGateway, code: "InvalidSafetensors", msg: fileE.Error()}
 	case errors.Is(err, context.DeadlineExceeded):
 		return httpError{status: http.StatusGatewayTimeout, msg: "upstream timed out"}
 	case errors.Is(err, fetch.ErrUnavailable), errors.Is(err, fetch.ErrStalled):

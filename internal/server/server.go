@@ -21,6 +21,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
+	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
 // Resolver maps (repo, revision, path) to file metadata and builds the origin
@@ -58,14 +59,21 @@ type Options struct {
 	// RevisionTTL is how long an API answer for a branch or tag is reused
 	// (answers for a commit are reused for good). Zero: always ask upstream.
 	RevisionTTL time.Duration
+	// Tensor configures the tensor API's header reads.
+	Tensor tensor.Options
+	// TensorMerge is the largest gap between two byte ranges of one file
+	// that a tensor request fetches as one run. Default 128 KiB.
+	TensorMerge int64
 	Logger      *slog.Logger
 }
 
 // Server holds the handlers' dependencies. Immutable after New.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	router chi.Router
+	opts    Options
+	log     *slog.Logger
+	router  chi.Router
+	files   tensor.Files
+	tensors *tensor.Service
 }
 
 // New returns the server's handler.
@@ -74,11 +82,20 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.TensorMerge <= 0 {
+		opts.TensorMerge = 128 << 10
+	}
 	s := &Server{opts: opts, log: log}
+	s.files = fileOpener{s}
+	if opts.Tensor.Logger == nil {
+		opts.Tensor.Logger = log
+	}
+	s.tensors = tensor.New(s.files, opts.Tensor)
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	r.HandleFunc("/api/*", s.serveAPI)
+	r.HandleFunc("/models/*", s.serveModels)
 	r.HandleFunc("/*", s.serveFiles)
 	s.router = r
 	return s

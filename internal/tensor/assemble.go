@@ -1,0 +1,110 @@
+package tensor
+
+import (
+	"errors"
+	"io"
+	"sort"
+
+	"github.com/hubproxy/hubproxy/internal/header"
+)
+
+// Piece is Len bytes of output that come from Blob at Off.
+type Piece struct {
+	Blob Blob
+	Off  int64 // absolute offset in the blob's file
+	Len  int64
+	at   int64 // offset in the assembled output
+	run  int   // index of the fetch run it belongs to
+}
+
+// run is a stretch of one blob fetched as a whole: pieces whose gaps are
+// smaller than the merge distance, since block rounding would fetch those
+// gaps anyway and one long request beats many short ones.
+type run struct {
+	blob     Blob
+	off, end int64
+}
+
+// Assembly is a read-only view of pieces laid end to end: a tensor, a slice
+// of one, or a whole subset file. It is an io.ReaderAt whose reads announce
+// each fetch run to the cache as they enter it, so the bytes of a run are
+// fetched in parallel ahead of the reader and nothing outside the runs is.
+type Assembly struct {
+	pieces []Piece
+	runs   []run
+	size   int64
+	prefix []byte // bytes served before the pieces (a subset file's header)
+
+	announced int // the run last announced to its blob, -1 for none
+}
+
+// NewAssembly lays prefix and then pieces end to end. Pieces of the same
+// blob closer than merge bytes share a fetch run.
+func NewAssembly(prefix []byte, pieces []Piece, merge int64) *Assembly {
+	a := &Assembly{prefix: prefix, size: int64(len(prefix)), announced: -1}
+	for _, p := range pieces {
+		if p.Len <= 0 {
+			continue
+		}
+		p.at = a.size
+		a.size += p.Len
+		if n := len(a.runs); n > 0 && a.runs[n-1].blob == p.Blob && p.Off >= a.runs[n-1].off && p.Off-a.runs[n-1].end <= merge {
+			a.runs[n-1].end = max(a.runs[n-1].end, p.Off+p.Len)
+		} else {
+			a.runs = append(a.runs, run{blob: p.Blob, off: p.Off, end: p.Off + p.Len})
+		}
+		p.run = len(a.runs) - 1
+		a.pieces = append(a.pieces, p)
+	}
+	return a
+}
+
+// Size is the assembled length.
+func (a *Assembly) Size() int64 { return a.size }
+
+// ReadAt reads assembled bytes. It is meant for one reader at a time (as
+// http.ServeContent is): it remembers which run it announced last.
+func (a *Assembly) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("tensor: negative offset")
+	}
+	n := 0
+	if off < int64(len(a.prefix)) {
+		n = copy(p, a.prefix[off:])
+	}
+	for n < len(p) && off+int64(n) < a.size {
+		pos := off + int64(n)
+		i := sort.Search(len(a.pieces), func(i int) bool { return a.pieces[i].at+a.pieces[i].Len > pos })
+		pc := a.pieces[i]
+		if pc.run != a.announced {
+			r := a.runs[pc.run]
+			r.blob.Expect(r.off, r.end)
+			a.announced = pc.run
+		}
+		within := pos - pc.at
+		want := min(int64(len(p)-n), pc.Len-within)
+		m, err := pc.Blob.ReadAt(p[n:n+int(want)], pc.Off+within)
+		n += m
+		if err != nil && !(err == io.EOF && int64(m) == want) {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TensorPieces maps byte ranges of t (relative to the tensor) in file f to
+// pieces of blob.
+func TensorPieces(f File, t header.Tensor, ranges []header.ByteRange, blob Blob) []Piece {
+	base, _ := f.Header.FileRange(t)
+	out := make([]Piece, 0, len(ranges))
+	for _, r := range ranges {
+		out = append(out, Piece{Blob: blob, Off: int64(base + r.Off), Len: int64(r.Len)})
+	}
+	return out
+}

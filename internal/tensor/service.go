@@ -1,0 +1,372 @@
+// Package tensor is the tensor-aware layer over the lazy cache: it reads
+// safetensors headers with one speculative range read (two when a header is
+// larger), caches them per file ETag, lists every tensor of a possibly
+// sharded repo, and lays out the byte ranges for one tensor, one tensor-parallel
+// rank's slice, or a subset file. It never fetches bytes itself: it asks its
+// Files for lazily filled blobs, so one tensor costs about its own size
+// upstream.
+package tensor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"sort"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/header"
+	"github.com/hubproxy/hubproxy/internal/hub"
+)
+
+// Blob is one opened file, filled lazily by range.
+type Blob interface {
+	io.ReaderAt
+	// Expect announces that [off, end) will be read next, so the cache can
+	// fetch it in parallel ahead of the reads.
+	Expect(off, end int64)
+	Close() error
+}
+
+// FileInfo identifies an opened file.
+type FileInfo struct {
+	Path   string
+	Commit string
+	ETag   string
+	Size   int64
+}
+
+// Files opens repo files through the cache, checking the caller's access
+// upstream as any file request does.
+type Files interface {
+	Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (FileInfo, Blob, error)
+}
+
+// Options configures a Service.
+type Options struct {
+	// SpeculativeRead is the first read of a file, large enough for typical
+	// headers (huggingface_hub reads 100,000 bytes). Default 128 KiB.
+	SpeculativeRead int64
+	// MaxHeaderSize caps accepted headers; default the reference's 100 MB.
+	MaxHeaderSize uint64
+	// Headers bounds the parsed-header cache. Default 1024.
+	Headers int
+	// MaxIndexSize bounds a sharded index file. Default 16 MiB.
+	MaxIndexSize int64
+	Logger       *slog.Logger
+}
+
+// Service answers tensor questions about repos. Safe for concurrent use.
+type Service struct {
+	files   Files
+	opts    Options
+	log     *slog.Logger
+	headers *lru.Cache[string, *header.Header] // file ETag → parsed header
+	group   singleflight.Group
+}
+
+// New returns a Service reading files through files.
+func New(files Files, opts Options) *Service {
+	if opts.SpeculativeRead <= 0 {
+		opts.SpeculativeRead = 128 << 10
+	}
+	if opts.Headers <= 0 {
+		opts.Headers = 1024
+	}
+	if opts.MaxIndexSize <= 0 {
+		opts.MaxIndexSize = 16 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, _ := lru.New[string, *header.Header](opts.Headers)
+	return &Service{files: files, opts: opts, log: opts.Logger, headers: c}
+}
+
+// File is one safetensors file of a repo with its parsed header.
+type File struct {
+	FileInfo
+	Header *header.Header
+}
+
+// FileError says which file broke which rule; the message is safe to show.
+type FileError struct {
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// NotFoundError is a tensor or a safetensors layout that is not there.
+type NotFoundError struct{ What string }
+
+func (e *NotFoundError) Error() string { return e.What + " not found" }
+
+// header returns the parsed header of repo@rev:p, reading it through the
+// cache: one speculative read from offset 0, and a second read only for the
+// rest of a header larger than that.
+func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p string) (File, error) {
+	info, blob, err := s.files.Open(ctx, auth, repo, rev, p)
+	if err != nil {
+		return File{}, err
+	}
+	defer blob.Close()
+	if h, ok := s.headers.Get(info.ETag); ok {
+		return File{FileInfo: info, Header: h}, nil
+	}
+	// Parsing is shared by concurrent callers of the same content; every
+	// caller has already passed its own access check in Open.
+	ch := s.group.DoChan(info.ETag, func() (any, error) {
+		return s.readHeader(blob, info.Size)
+	})
+	select {
+	case <-ctx.Done():
+		return File{}, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return File{}, &FileError{Path: p, Err: res.Err}
+		}
+		h := res.Val.(*header.Header)
+		s.headers.Add(info.ETag, h)
+		return File{FileInfo: info, Header: h}, nil
+	}
+}
+
+func (s *Service) readHeader(blob Blob, size int64) (*header.Header, error) {
+	opts := header.Options{MaxHeaderSize: s.opts.MaxHeaderSize}
+	spec := min(s.opts.SpeculativeRead, size)
+	if spec < header.PrefixSize {
+		return nil, &header.FormatError{Kind: header.HeaderTooSmall, Reason: fmt.Sprintf("the file is %d bytes long", size)}
+	}
+	blob.Expect(0, spec)
+	buf := make([]byte, spec)
+	if _, err := blob.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	n, err := header.HeaderLen(buf, opts)
+	if err != nil {
+		return nil, err
+	}
+	var r io.ReaderAt = bytesReaderAt(buf)
+	if end := header.PrefixSize + n; end > uint64(spec) && end <= uint64(size) {
+		// The rest of the header, in one request.
+		blob.Expect(spec, int64(end))
+		r = blob
+	}
+	return header.Parse(r, size, opts)
+}
+
+// bytesReaderAt serves ReadAt from a buffer holding a file's prefix.
+type bytesReaderAt []byte
+
+func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// candidates are the files a safetensors repo is found by, in the order the
+// JS client's parseSafetensorsMetadata tries them (diffusers layouts last).
+var candidates = []string{
+	"model.safetensors",
+	"model.safetensors.index.json",
+	"diffusion_pytorch_model.safetensors",
+	"diffusion_pytorch_model.safetensors.index.json",
+	"transformer/diffusion_pytorch_model.safetensors",
+	"transformer/diffusion_pytorch_model.safetensors.index.json",
+	"unet/diffusion_pytorch_model.safetensors",
+	"unet/diffusion_pytorch_model.safetensors.index.json",
+}
+
+// Layout is where a repo's tensors live: one file, or an index and its shards.
+type Layout struct {
+	Commit string
+	Index  string            // the index file, "" for a single file
+	Files  []string          // safetensors files, in index order
+	Owner  map[string]string // tensor name → file, from the index; nil for a single file
+}
+
+// Layout finds the repo's safetensors files at rev. file, when set, names the
+// safetensors file or index to use instead of searching for one.
+func (s *Service) Layout(ctx context.Context, auth string, repo hub.Repo, rev, file string) (Layout, error) {
+	if file != "" {
+		if err := hub.ValidPath(file); err != nil {
+			return Layout{}, err
+		}
+		return s.layoutOf(ctx, auth, repo, rev, file)
+	}
+	for _, c := range candidates {
+		l, err := s.layoutOf(ctx, auth, repo, rev, c)
+		if isMissingFile(err) {
+			continue
+		}
+		return l, err
+	}
+	return Layout{}, &NotFoundError{What: "a safetensors file (model.safetensors or an index) in " + repo.String()}
+}
+
+func (s *Service) layoutOf(ctx context.Context, auth string, repo hub.Repo, rev, file string) (Layout, error) {
+	info, blob, err := s.files.Open(ctx, auth, repo, rev, file)
+	if err != nil {
+		return Layout{}, err
+	}
+	defer blob.Close()
+	if path.Ext(file) != ".json" {
+		return Layout{Commit: info.Commit, Files: []string{file}}, nil
+	}
+	if info.Size > s.opts.MaxIndexSize {
+		return Layout{}, &FileError{Path: file, Err: fmt.Errorf("index is %d bytes, over the %d-byte limit", info.Size, s.opts.MaxIndexSize)}
+	}
+	data := make([]byte, info.Size)
+	blob.Expect(0, info.Size)
+	if _, err := blob.ReadAt(data, 0); err != nil && err != io.EOF {
+		return Layout{}, err
+	}
+	ix, err := header.ParseIndex(data)
+	if err != nil {
+		return Layout{}, &FileError{Path: file, Err: err}
+	}
+	dir := path.Dir(file)
+	join := func(shard string) string {
+		if dir == "." {
+			return shard
+		}
+		return dir + "/" + shard
+	}
+	l := Layout{Commit: info.Commit, Index: file, Owner: make(map[string]string, len(ix.WeightMap))}
+	for _, shard := range ix.Shards() {
+		l.Files = append(l.Files, join(shard))
+	}
+	for name, shard := range ix.WeightMap {
+		l.Owner[name] = join(shard)
+	}
+	return l, nil
+}
+
+func isMissingFile(err error) bool {
+	var se *fetch.StatusError
+	return errors.As(err, &se) && se.Code == 404 && se.ErrorCode == "EntryNotFound"
+}
+
+// Headers reads the headers of all files of l concurrently, pinned to l's
+// commit so that a branch moving meanwhile cannot mix two versions.
+func (s *Service) Headers(ctx context.Context, auth string, repo hub.Repo, l Layout) ([]File, error) {
+	files := make([]File, len(l.Files))
+	errs := make([]error, len(l.Files))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, p := range l.Files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			files[i], errs[i] = s.header(ctx, auth, repo, l.Commit, p)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		// The first error is the one reported; errors.Join keeps them all
+		// for the log.
+		for _, e := range errs {
+			if e != nil {
+				return nil, e
+			}
+		}
+	}
+	return files, nil
+}
+
+// Locate finds one tensor by name at rev.
+func (s *Service) Locate(ctx context.Context, auth string, repo hub.Repo, rev, file, name string) (File, header.Tensor, error) {
+	l, err := s.Layout(ctx, auth, repo, rev, file)
+	if err != nil {
+		return File{}, header.Tensor{}, err
+	}
+	p := l.Files[0]
+	if l.Owner != nil {
+		var ok bool
+		if p, ok = l.Owner[name]; !ok {
+			return File{}, header.Tensor{}, &NotFoundError{What: fmt.Sprintf("tensor %q", name)}
+		}
+	}
+	f, err := s.header(ctx, auth, repo, l.Commit, p)
+	if err != nil {
+		return File{}, header.Tensor{}, err
+	}
+	t, ok := f.Header.Lookup(name)
+	if !ok {
+		if l.Owner != nil {
+			return File{}, header.Tensor{}, &FileError{Path: p, Err: fmt.Errorf("the index places tensor %q in this file, but its header does not hold it", name)}
+		}
+		return File{}, header.Tensor{}, &NotFoundError{What: fmt.Sprintf("tensor %q", name)}
+	}
+	return f, t, nil
+}
+
+// Select returns the tensors whose names are in names or start with one of
+// prefixes, with their files, sorted by file and offset.
+func (s *Service) Select(ctx context.Context, auth string, repo hub.Repo, rev, file string, names, prefixes []string) (Layout, []File, []Selected, error) {
+	l, err := s.Layout(ctx, auth, repo, rev, file)
+	if err != nil {
+		return Layout{}, nil, nil, err
+	}
+	files, err := s.Headers(ctx, auth, repo, l)
+	if err != nil {
+		return Layout{}, nil, nil, err
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var sel []Selected
+	for fi, f := range files {
+		for _, t := range f.Header.Tensors {
+			if want[t.Name] || hasAnyPrefix(t.Name, prefixes) {
+				delete(want, t.Name)
+				sel = append(sel, Selected{File: fi, Tensor: t})
+			}
+		}
+	}
+	if len(want) > 0 {
+		missing := make([]string, 0, len(want))
+		for n := range want {
+			missing = append(missing, n)
+		}
+		sort.Strings(missing)
+		return Layout{}, nil, nil, &NotFoundError{What: fmt.Sprintf("tensor %q", missing[0])}
+	}
+	return l, files, sel, nil
+}
+
+// Selected is one tensor picked for a subset, with the index of its file.
+type Selected struct {
+	File   int
+	Tensor header.Tensor
+}
+
+func hasAnyPrefix(name string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if p != "" && len(name) >= len(p) && name[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
