@@ -13,7 +13,12 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/server"
 )
@@ -96,10 +101,17 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	transport := cfg.Transport
+	if transport == nil {
+		transport = fetch.DefaultTransport()
+	}
 	client, err := fetch.New(fetch.Options{
 		Upstream:     cfg.Upstream,
 		Token:        cfg.UpstreamToken,
-		Transport:    cfg.Transport,
+		Transport:    m.Transport(transport),
 		UserAgent:    "hubproxy",
 		StallTimeout: cfg.StallTimeout,
 	})
@@ -120,6 +132,15 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
 	}
+	metrics.RegisterStore(reg, func() metrics.StoreStats {
+		st := store.Stats()
+		return metrics.StoreStats{
+			BlobBytes: st.BlobBytes, PartialBytes: st.PartialBytes, Blobs: st.Blobs, Partials: st.Partials,
+			InUse: st.InUse, Evictions: st.Evictions, FillRequests: st.FillRequests, FillBytes: st.FillBytes,
+			FillErrors: st.FillErrors, Promotions: st.Promotions, VerifyFailed: st.VerifyFailures,
+			FillsInFlight: st.FillsInFlight, Waiters: st.Waiters,
+		}
+	})
 	res := resolver.New(client, store, resolver.Options{
 		RevisionTTL: cfg.RevisionTTL,
 		URLTTL:      cfg.URLTTL,
@@ -134,7 +155,10 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		Offline:   cfg.Offline,
 		Logger:    log.With("component", "server"),
 		// Zero means the resolver's default, so the two always agree.
-		RevisionTTL: res.RevisionTTL(),
+		RevisionTTL:    res.RevisionTTL(),
+		Metrics:        m,
+		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready:          newReadiness(cfg, transport).check,
 	})
 	return srv, store.Close, nil
 }

@@ -178,9 +178,12 @@ func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
 		if s.isClosed() {
 			return ErrClosed
 		}
+		s.waiters.Add(1)
 		select {
 		case <-ch:
+			s.waiters.Add(-1)
 		case <-h.ctx.Done():
+			s.waiters.Add(-1)
 			return h.ctx.Err()
 		}
 	}
@@ -209,4 +212,23 @@ func (h *Handle) waitVerdict() error {
 			return h.ctx.Err()
 		}
 	}
+}
+
+// Present reports how many bytes of [off, end) are already in the cache, so
+// a caller can tell a hit from a partial hit or a miss before reading.
+func (h *Handle) Present(off, end int64) int64 {
+	r := ranges.Range{Pos: max(off, 0), End: min(end, h.it.size)}
+	if r.IsEmpty() {
+		return 0
+	}
+	if h.it.complete.Load() {
+		return r.Size()
+	}
+	h.it.mu.Lock()
+	defer h.it.mu.Unlock()
+	missing := int64(0)
+	for _, m := range h.it.present.Missing(r) {
+		missing += m.Size()
+	}
+	return r.Size() - missing
 }

@@ -56,6 +56,8 @@ type Stats struct {
 	FillErrors     int64 // fills that ended early with an error
 	Promotions     int64 // partials verified and promoted to blobs
 	VerifyFailures int64 // partials whose hash did not match their etag
+	FillsInFlight  int   // upstream requests running now
+	Waiters        int64 // readers waiting for bytes now
 }
 
 // counters are the monotonic parts of Stats.
@@ -85,6 +87,7 @@ type Store struct {
 	// is logged once per episode rather than once per fill.
 	overBudget atomic.Bool
 	stats      counters
+	waiters    atomic.Int64 // readers blocked in ensure
 
 	closeMu sync.RWMutex
 	closed  bool           // guarded by closeMu
@@ -418,6 +421,8 @@ func (s *Store) Stats() Stats {
 		FillErrors:     s.stats.fillErrors.Load(),
 		Promotions:     s.stats.promotions.Load(),
 		VerifyFailures: s.stats.verifyFailures.Load(),
+		FillsInFlight:  len(s.sem),
+		Waiters:        s.waiters.Load(),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -92,7 +92,7 @@ func New(opts Options) (*Client, error) {
 	}
 	tr := opts.Transport
 	if tr == nil {
-		tr = defaultTransport()
+		tr = DefaultTransport()
 	}
 	c := &Client{
 		base:          base,
@@ -161,7 +161,11 @@ func parseUpstream(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func defaultTransport() *http.Transport {
+// DefaultTransport is the transport Options.Transport defaults to: a clone
+// of http.DefaultTransport tuned for many parallel ranged requests to few
+// hosts, with compression off so lengths are the files' own. Exported so a
+// decorator (metrics) can wrap the same transport.
+func DefaultTransport() *http.Transport {
 	var t *http.Transport
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 		t = dt.Clone()

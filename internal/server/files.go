@@ -69,8 +69,10 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	if start, end, ok := singleRange(r.Header.Get("Range"), m.Size); ok {
 		h.Expect(start, end)
+		s.opts.Metrics.ObserveCache(h.Present(start, end), end-start)
 	} else if r.Header.Get("Range") == "" {
 		h.Expect(0, m.Size)
+		s.opts.Metrics.ObserveCache(h.Present(0, m.Size), m.Size)
 	}
 	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(h, 0, m.Size), s: s, req: r})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
@@ -64,7 +65,13 @@ type Options struct {
 	// TensorMerge is the largest gap between two byte ranges of one file
 	// that a tensor request fetches as one run. Default 128 KiB.
 	TensorMerge int64
-	Logger      *slog.Logger
+	// Metrics, when set, is updated per request; MetricsHandler serves
+	// /metrics.
+	Metrics        *metrics.Metrics
+	MetricsHandler http.Handler
+	// Ready reports whether the proxy can serve (/readyz); nil means ready.
+	Ready  func(ctx context.Context) error
+	Logger *slog.Logger
 }
 
 // Server holds the handlers' dependencies. Immutable after New.
@@ -90,10 +97,17 @@ func New(opts Options) *Server {
 	if opts.Tensor.Logger == nil {
 		opts.Tensor.Logger = log
 	}
+	if opts.Tensor.Observe == nil && opts.Metrics != nil {
+		opts.Tensor.Observe = opts.Metrics.ObserveHeader
+	}
 	s.tensors = tensor.New(s.files, opts.Tensor)
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	r.Get("/readyz", s.serveReady)
+	if opts.MetricsHandler != nil {
+		r.Handle("/metrics", opts.MetricsHandler)
+	}
 	r.HandleFunc("/api/*", s.serveAPI)
 	r.HandleFunc("/models/*", s.serveModels)
 	r.HandleFunc("/*", s.serveFiles)
@@ -153,6 +167,10 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.opts.Metrics.ObserveRequest(routeClass(r.URL.Path), sw.status, time.Since(start).Seconds())
 		// The path is logged without its query; Authorization never is.
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("id", w.Header().Get("X-Request-Id")),
@@ -163,6 +181,42 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			slog.Int64("bytes", sw.bytes),
 			slog.Duration("duration", time.Since(start)))
 	})
+}
+
+// routeClass is the metrics label for a path: a handful of fixed values,
+// never anything from the URL itself.
+func routeClass(p string) string {
+	switch {
+	case p == "/healthz" || p == "/readyz":
+		return "health"
+	case p == "/metrics":
+		return "metrics"
+	case strings.HasPrefix(p, "/api/"):
+		return "api"
+	case strings.HasPrefix(p, "/models/") && (strings.Contains(p, "/tensors") || strings.HasSuffix(p, "/safetensors")):
+		return "tensor"
+	case strings.Contains(p, "/resolve/"):
+		return "resolve"
+	case strings.Contains(p, "/raw/"):
+		return "raw"
+	}
+	return "other"
+}
+
+// serveReady answers /readyz: 200 when the cache is writable and upstream
+// reachable (or offline mode is on), 503 with the reason otherwise.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := s.opts.Ready(ctx); err != nil {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "not ready: "+oneLine(err.Error())+"\n")
+			return
+		}
+	}
+	io.WriteString(w, "ok\n")
 }
 
 // publicBase is the base URL clients reach the proxy at.

@@ -59,6 +59,16 @@ func NewAssembly(prefix []byte, pieces []Piece, merge int64) *Assembly {
 	return a
 }
 
+// Present is how many of the assembled bytes are already cached (the
+// prefix always is).
+func (a *Assembly) Present() int64 {
+	n := int64(len(a.prefix))
+	for _, p := range a.pieces {
+		n += p.Blob.Present(p.Off, p.Off+p.Len)
+	}
+	return n
+}
+
 // Size is the assembled length.
 func (a *Assembly) Size() int64 { return a.size }
 

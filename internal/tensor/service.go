@@ -31,6 +31,8 @@ type Blob interface {
 	// Expect announces that [off, end) will be read next, so the cache can
 	// fetch it in parallel ahead of the reads.
 	Expect(off, end int64)
+	// Present reports how many bytes of [off, end) are already cached.
+	Present(off, end int64) int64
 	Close() error
 }
 
@@ -59,7 +61,10 @@ type Options struct {
 	Headers int
 	// MaxIndexSize bounds a sharded index file. Default 16 MiB.
 	MaxIndexSize int64
-	Logger       *slog.Logger
+	// Observe, when set, is told how each header was obtained: "parsed"
+	// (read from the file), "cached" or "invalid".
+	Observe func(result string)
+	Logger  *slog.Logger
 }
 
 // Service answers tensor questions about repos. Safe for concurrent use.
@@ -84,6 +89,9 @@ func New(files Files, opts Options) *Service {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observe == nil {
+		opts.Observe = func(string) {}
 	}
 	c, _ := lru.New[string, *header.Header](opts.Headers)
 	return &Service{files: files, opts: opts, log: opts.Logger, headers: c}
@@ -119,6 +127,7 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 	}
 	defer blob.Close()
 	if h, ok := s.headers.Get(info.ETag); ok {
+		s.opts.Observe("cached")
 		return File{FileInfo: info, Header: h}, nil
 	}
 	// Parsing is shared by concurrent callers of the same content; every
@@ -131,8 +140,13 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 		return File{}, ctx.Err()
 	case res := <-ch:
 		if res.Err != nil {
+			var fe *header.FormatError
+			if errors.As(res.Err, &fe) {
+				s.opts.Observe("invalid")
+			}
 			return File{}, &FileError{Path: p, Err: res.Err}
 		}
+		s.opts.Observe("parsed")
 		h := res.Val.(*header.Header)
 		s.headers.Add(info.ETag, h)
 		return File{FileInfo: info, Header: h}, nil

@@ -1,0 +1,169 @@
+// Package metrics defines hubproxy's Prometheus metrics. Everything is
+// registered on the Registerer given to New, never in init(), so tests and
+// embedders get their own registry. Labels are low-cardinality by rule: route
+// classes, status codes and result kinds, never repo or file names.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "hubproxy"
+
+// Metrics holds the collectors the other packages update.
+type Metrics struct {
+	Requests        *prometheus.CounterVec   // route, code
+	RequestDuration *prometheus.HistogramVec // route
+	CacheRequests   *prometheus.CounterVec   // result: hit, partial, miss
+	CacheBytes      *prometheus.CounterVec   // result
+	Upstream        *prometheus.CounterVec   // kind, code
+	UpstreamBytes   *prometheus.CounterVec   // kind
+	UpstreamErrors  *prometheus.CounterVec   // kind
+	UpstreamLatency *prometheus.HistogramVec // kind: time to response headers
+	HeaderParses    *prometheus.CounterVec   // result: parsed, cached, invalid
+}
+
+// Route classes, cache results and upstream kinds: the only label values.
+var (
+	RouteClasses  = []string{"resolve", "raw", "api", "tensor", "health", "metrics", "other"}
+	CacheResults  = []string{"hit", "partial", "miss"}
+	UpstreamKinds = []string{"resolve", "range", "api"}
+	ParseResults  = []string{"parsed", "cached", "invalid"}
+)
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "http_requests_total",
+			Help: "HTTP requests served, by route class and status code.",
+		}, []string{"route", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, body included, by route class.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"route"}),
+		CacheRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cache_requests_total",
+			Help: "File and tensor reads by what the cache held of the requested bytes: hit (all), partial (some), miss (none).",
+		}, []string{"result"}),
+		CacheBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cache_requested_bytes_total",
+			Help: "Bytes requested from the cache, by what it held of the request (hit, partial, miss).",
+		}, []string{"result"}),
+		Upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "upstream_requests_total",
+			Help: "Requests sent upstream, by kind (resolve, range, api) and status code (0 for transport errors).",
+		}, []string{"kind", "code"}),
+		UpstreamBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "upstream_received_bytes_total",
+			Help: "Response body bytes received from upstream, by kind.",
+		}, []string{"kind"}),
+		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "upstream_errors_total",
+			Help: "Upstream requests that failed in transport or answered 5xx or 429, by kind.",
+		}, []string{"kind"}),
+		UpstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "upstream_response_seconds",
+			Help:    "Time from sending an upstream request to its response headers, by kind.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 3, 9),
+		}, []string{"kind"}),
+		HeaderParses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "safetensors_headers_total",
+			Help: "Safetensors headers needed, by result: parsed from upstream bytes, found in the header cache, or invalid.",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.Requests, m.RequestDuration, m.CacheRequests, m.CacheBytes,
+		m.Upstream, m.UpstreamBytes, m.UpstreamErrors, m.UpstreamLatency, m.HeaderParses)
+	// Pre-seed every label value so dashboards see zeros, not gaps.
+	for _, r := range RouteClasses {
+		m.RequestDuration.WithLabelValues(r)
+	}
+	for _, r := range CacheResults {
+		m.CacheRequests.WithLabelValues(r)
+		m.CacheBytes.WithLabelValues(r)
+	}
+	for _, k := range UpstreamKinds {
+		m.UpstreamBytes.WithLabelValues(k)
+		m.UpstreamErrors.WithLabelValues(k)
+		m.UpstreamLatency.WithLabelValues(k)
+	}
+	for _, r := range ParseResults {
+		m.HeaderParses.WithLabelValues(r)
+	}
+	return m
+}
+
+// ObserveRequest records one served request.
+func (m *Metrics) ObserveRequest(route string, code int, seconds float64) {
+	if m == nil {
+		return
+	}
+	m.Requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.RequestDuration.WithLabelValues(route).Observe(seconds)
+}
+
+// ObserveCache records what the cache held of a read of want bytes.
+func (m *Metrics) ObserveCache(present, want int64) {
+	if m == nil || want <= 0 {
+		return
+	}
+	result := "partial"
+	switch {
+	case present >= want:
+		result = "hit"
+	case present <= 0:
+		result = "miss"
+	}
+	m.CacheRequests.WithLabelValues(result).Inc()
+	m.CacheBytes.WithLabelValues(result).Add(float64(want))
+}
+
+// ObserveHeader records one safetensors header lookup.
+func (m *Metrics) ObserveHeader(result string) {
+	if m != nil {
+		m.HeaderParses.WithLabelValues(result).Inc()
+	}
+}
+
+// StoreStats is what the cache reports about itself; the gauges read it at
+// scrape time, so no package has to push them.
+type StoreStats struct {
+	BlobBytes, PartialBytes  int64
+	Blobs, Partials, InUse   int
+	Evictions, FillRequests  int64
+	FillBytes, FillErrors    int64
+	Promotions, VerifyFailed int64
+	FillsInFlight            int
+	Waiters                  int64
+}
+
+// RegisterStore exposes the cache's own counters and gauges, read from stats
+// at each scrape.
+func RegisterStore(reg prometheus.Registerer, stats func() StoreStats) {
+	gauge := func(name, help string, f func(StoreStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help},
+			func() float64 { return f(stats()) })
+	}
+	counter := func(name, help string, f func(StoreStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help},
+			func() float64 { return f(stats()) })
+	}
+	reg.MustRegister(
+		gauge("cache_blob_bytes", "Bytes of complete, verified blobs in the cache.", func(s StoreStats) float64 { return float64(s.BlobBytes) }),
+		gauge("cache_partial_bytes", "Bytes present in partially filled files.", func(s StoreStats) float64 { return float64(s.PartialBytes) }),
+		gauge("cache_blobs", "Complete, verified blobs in the cache.", func(s StoreStats) float64 { return float64(s.Blobs) }),
+		gauge("cache_partials", "Partially filled files in the cache.", func(s StoreStats) float64 { return float64(s.Partials) }),
+		gauge("cache_fills_in_flight", "Upstream range requests cache fills are running now.", func(s StoreStats) float64 { return float64(s.FillsInFlight) }),
+		gauge("cache_waiters", "Readers waiting now for bytes another request is fetching (single-flight waiters).", func(s StoreStats) float64 { return float64(s.Waiters) }),
+		gauge("cache_files_in_use", "Cached files with open readers, fills in flight or promotion running.", func(s StoreStats) float64 { return float64(s.InUse) }),
+		counter("cache_evictions_total", "Files evicted to stay under the size budget or free-space floor.", func(s StoreStats) float64 { return float64(s.Evictions) }),
+		counter("cache_fill_requests_total", "Upstream range requests made by cache fills.", func(s StoreStats) float64 { return float64(s.FillRequests) }),
+		counter("cache_fill_bytes_total", "Bytes requested upstream by cache fills.", func(s StoreStats) float64 { return float64(s.FillBytes) }),
+		counter("cache_fill_errors_total", "Cache fills that ended early with an error.", func(s StoreStats) float64 { return float64(s.FillErrors) }),
+		counter("cache_promotions_total", "Partial files verified and promoted to blobs.", func(s StoreStats) float64 { return float64(s.Promotions) }),
+		counter("cache_verify_failures_total", "Partial files discarded because their hash did not match.", func(s StoreStats) float64 { return float64(s.VerifyFailed) }),
+	)
+}
