@@ -30,7 +30,7 @@ func (c *Client) API(ctx context.Context, method, pathAndQuery, auth string, hea
 	if err != nil || u.Fragment != "" {
 		return nil, errors.New("fetch: the API path does not parse")
 	}
-	authz, err := c.authFor(auth)
+	authz, err := c.authFor(auth, false)
 	if err != nil {
 		return nil, err
 	}

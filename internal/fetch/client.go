@@ -38,7 +38,10 @@ type Options struct {
 	// or fragment.
 	Upstream string
 	// Token is the proxy's own token, sent as "Bearer <token>" only when the
-	// caller supplied no Authorization.
+	// caller supplied no Authorization, and only on GetRange: the byte fetches
+	// of a file the caller was already allowed to resolve with its own
+	// credentials. Resolve and API, which decide access, never use it, so the
+	// proxy's token never grants a caller access it lacks.
 	Token string
 	// Transport carries every request. Nil means a clone of
 	// http.DefaultTransport with MaxIdleConnsPerHost 64, compression off
@@ -179,8 +182,8 @@ func DefaultTransport() *http.Transport {
 }
 
 // authFor is the Authorization value to send upstream: the caller's own, else
-// the proxy token as a bearer, else none.
-func (c *Client) authFor(callerAuth string) (string, error) {
+// (when proxyToken allows it) the proxy token as a bearer, else none.
+func (c *Client) authFor(callerAuth string, proxyToken bool) (string, error) {
 	if callerAuth != "" {
 		if !validHeaderValue(callerAuth) {
 			// Never echo the value: it is a credential.
@@ -188,7 +191,7 @@ func (c *Client) authFor(callerAuth string) (string, error) {
 		}
 		return callerAuth, nil
 	}
-	if c.token != "" {
+	if c.token != "" && proxyToken {
 		return "Bearer " + c.token, nil
 	}
 	return "", nil

@@ -40,7 +40,7 @@ func (c *Client) GetRange(ctx context.Context, rawURL, auth string, off, n int64
 	if u.User != nil {
 		return nil, fmt.Errorf("fetch: download URL %s carries credentials", redact(u))
 	}
-	authz, err := c.authFor(auth)
+	authz, err := c.authFor(auth, true)
 	if err != nil {
 		return nil, err
 	}

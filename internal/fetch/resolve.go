@@ -45,7 +45,7 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 	if err := hub.ValidPath(path); err != nil {
 		return FileMeta{}, err
 	}
-	authz, err := c.authFor(auth)
+	authz, err := c.authFor(auth, false)
 	if err != nil {
 		return FileMeta{}, err
 	}
