@@ -6,6 +6,8 @@ TEST_FLAGS ?= -race -timeout 15m
 
 .PHONY: all build run test lint e2e-deps clean
 
+include deploy/helm.mk
+
 all: build
 
 build:

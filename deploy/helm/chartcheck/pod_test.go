@@ -1,0 +1,217 @@
+package chartcheck
+
+import (
+	"path"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+type deployment = appsv1.Deployment
+
+const (
+	hubproxyContainer = "hubproxy"
+	nonrootUID        = 65532
+	gpuResource       = corev1.ResourceName("nvidia.com/gpu")
+	socketVolume      = "admin-socket"
+)
+
+// listenPort is the port at the end of config listen (":8080" → 8080).
+func listenPort(t *testing.T, cfg map[string]any) int32 {
+	t.Helper()
+	listen, _ := cfg["listen"].(string)
+	n, err := strconv.ParseInt(listen[strings.LastIndex(listen, ":")+1:], 10, 32)
+	if err != nil || !strings.Contains(listen, ":") {
+		t.Fatalf("config listen %q has no port", listen)
+	}
+	return int32(n)
+}
+
+// socketDir is the directory of a unix:// admin-listen, or "" for none.
+func socketDir(cfg map[string]any) string {
+	admin, _ := cfg["admin-listen"].(string)
+	if p, ok := strings.CutPrefix(admin, "unix://"); ok {
+		return path.Dir(p)
+	}
+	return ""
+}
+
+// findContainer looks in containers and initContainers.
+func findContainer(spec *corev1.PodSpec, name string) (c *corev1.Container, init bool) {
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == name {
+			return &spec.InitContainers[i], true
+		}
+	}
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return &spec.Containers[i], false
+		}
+	}
+	return nil, false
+}
+
+func findEnv(c *corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+func findVolume(spec *corev1.PodSpec, name string) *corev1.Volume {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// mountAt returns the volume mounted at dir, or "".
+func mountAt(c *corev1.Container, dir string) string {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == dir {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// subset reports whether every label of sel is in labels with the same value.
+func subset(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHubproxyPod checks the hubproxy container and its pod, in both modes:
+// non-root, read-only root, no capabilities, probes, mounts, env, token source.
+func checkHubproxyPod(t *testing.T, objs []object, dep *deployment, cfg map[string]any, exp expectation) {
+	t.Helper()
+	spec := &dep.Spec.Template.Spec
+	c, _ := findContainer(spec, hubproxyContainer)
+	if c == nil {
+		t.Fatalf("Deployment %s has no %s container", dep.Name, hubproxyContainer)
+	}
+	if !subset(dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels) {
+		t.Errorf("selector %v does not match pod labels %v", dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(dep.Spec.Template.Annotations["checksum/config"]) {
+		t.Errorf("pod annotation checksum/config = %q, want a sha256", dep.Spec.Template.Annotations["checksum/config"])
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("pod mounts a service account token; hubproxy never calls the API server")
+	}
+	if sas := ofType[corev1.ServiceAccount](objs); len(sas) != 1 || spec.ServiceAccountName != sas[0].Name {
+		t.Errorf("serviceAccountName %q does not name the rendered ServiceAccount", spec.ServiceAccountName)
+	}
+
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("hubproxy has no securityContext")
+	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+		t.Error("hubproxy: runAsNonRoot is not true")
+	case sc.RunAsUser == nil || *sc.RunAsUser != nonrootUID:
+		t.Errorf("hubproxy: runAsUser = %v, want %d", sc.RunAsUser, nonrootUID)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("hubproxy: readOnlyRootFilesystem is not true")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("hubproxy: allowPrivilegeEscalation is not false")
+	case sc.Privileged != nil && *sc.Privileged:
+		t.Error("hubproxy: privileged")
+	case sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		t.Errorf("hubproxy: capabilities = %+v, want drop [ALL] and no add", sc.Capabilities)
+	}
+	seccomp := sc.SeccompProfile
+	if seccomp == nil && spec.SecurityContext != nil {
+		seccomp = spec.SecurityContext.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("hubproxy: seccompProfile = %+v, want RuntimeDefault", seccomp)
+	}
+
+	if len(c.Args) < 2 || c.Args[0] != "serve" || c.Args[1] != "--config=/etc/hubproxy/"+configKey {
+		t.Errorf("hubproxy args = %q, want serve --config=/etc/hubproxy/%s ...", c.Args, configKey)
+	}
+	port := listenPort(t, cfg)
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != port {
+		t.Errorf("hubproxy ports = %+v, want http:%d", c.Ports, port)
+	}
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}, {"startup", c.StartupProbe, "/healthz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("hubproxy has no %s httpGet probe", p.name)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "http" {
+			t.Errorf("%s probe = %s on %s, want %s on http", p.name, p.probe.HTTPGet.Path, p.probe.HTTPGet.Port.String(), p.path)
+		}
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+		t.Error("hubproxy has no memory limit")
+	}
+
+	cms := ofType[corev1.ConfigMap](objs)
+	if v := findVolume(spec, mountAt(c, "/etc/hubproxy")); v == nil || v.ConfigMap == nil || len(cms) != 1 || v.ConfigMap.Name != cms[0].Name {
+		t.Errorf("/etc/hubproxy is not the rendered ConfigMap: %+v", v)
+	}
+	if v := findVolume(spec, mountAt(c, "/tmp")); v == nil || v.EmptyDir == nil {
+		t.Errorf("/tmp is not an emptyDir: %+v", v)
+	}
+	cacheDir, _ := cfg["cache-dir"].(string)
+	if mountAt(c, cacheDir) != "cache" || findVolume(spec, "cache") == nil {
+		t.Errorf("cache volume is not mounted at cache-dir %q", cacheDir)
+	}
+	if e := findEnv(c, "HUBPROXY_CACHE_DIR"); e == nil || e.Value != cacheDir {
+		t.Errorf("HUBPROXY_CACHE_DIR = %+v, want %q (the image's variable would beat the config file)", e, cacheDir)
+	}
+	if dir := socketDir(cfg); dir != "" {
+		if v := findVolume(spec, socketVolume); v == nil || v.EmptyDir == nil || mountAt(c, dir) != socketVolume {
+			t.Errorf("admin socket dir %s is not an emptyDir mounted in hubproxy", dir)
+		}
+	} else if findVolume(spec, socketVolume) != nil {
+		t.Error("admin-socket volume rendered without a unix:// admin-listen")
+	}
+	checkTokenEnv(t, objs, c, exp)
+}
+
+// checkTokenEnv wants HUBPROXY_UPSTREAM_TOKEN only from a Secret, and only
+// when the scenario sets a token.
+func checkTokenEnv(t *testing.T, objs []object, c *corev1.Container, exp expectation) {
+	t.Helper()
+	e := findEnv(c, "HUBPROXY_UPSTREAM_TOKEN")
+	if exp.tokenRef == nil {
+		if e != nil {
+			t.Errorf("HUBPROXY_UPSTREAM_TOKEN set without a token: %+v", e)
+		}
+		return
+	}
+	if e == nil || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		t.Fatalf("HUBPROXY_UPSTREAM_TOKEN = %+v, want a secretKeyRef", e)
+	}
+	if ref := e.ValueFrom.SecretKeyRef; ref.Name != exp.tokenRef.Name || ref.Key != exp.tokenRef.Key {
+		t.Errorf("token from secret %s key %s, want %s key %s", ref.Name, ref.Key, exp.tokenRef.Name, exp.tokenRef.Key)
+	}
+	for _, s := range ofType[corev1.Secret](objs) {
+		if s.Name == exp.tokenRef.Name && len(s.Data[exp.tokenRef.Key]) == 0 {
+			t.Errorf("Secret %s has no key %s", s.Name, exp.tokenRef.Key)
+		}
+	}
+}
