@@ -6,8 +6,6 @@ TEST_FLAGS ?= -race -timeout 15m
 
 .PHONY: all build run test lint e2e-deps clean
 
-include deploy/helm.mk
-
 all: build
 
 build:
@@ -31,3 +29,6 @@ e2e-deps:
 
 clean:
 	rm -rf bin test/e2e/node_modules
+
+# helm-check: lint and render the chart with helm itself (also run by go test).
+include deploy/helm.mk
