@@ -54,6 +54,7 @@ func addServeFlags(fs *pflag.FlagSet) {
 	fs.Int("upstream-parallelism", d.UpstreamConns, "concurrent upstream range requests, across all files")
 	fs.Duration("revision-ttl", d.RevisionTTL, "how long a branch or tag stays mapped to a commit")
 	fs.Duration("url-ttl", d.URLTTL, "how long a resolved file and its signed CDN URL are reused")
+	fs.Duration("access-ttl", d.AccessTTL, "how long a token's access decision from upstream is reused (revocation delay)")
 	fs.Duration("fill-timeout", d.FillTimeout, "limit for one upstream range request")
 	fs.Duration("stall-timeout", d.StallTimeout, "an upstream body making no progress this long is abandoned")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
@@ -71,7 +72,7 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		"cache-max-bytes": formatSize(d.CacheMaxBytes), "cache-min-free-bytes": formatSize(d.MinFreeBytes),
 		"block-size": formatSize(d.BlockSize), "chunk-size": formatSize(d.ChunkSize),
 		"read-ahead": d.ReadAhead, "upstream-parallelism": d.UpstreamConns,
-		"revision-ttl": d.RevisionTTL, "url-ttl": d.URLTTL, "fill-timeout": d.FillTimeout,
+		"revision-ttl": d.RevisionTTL, "url-ttl": d.URLTTL, "access-ttl": d.AccessTTL, "fill-timeout": d.FillTimeout,
 		"stall-timeout": d.StallTimeout, "log-level": d.LogLevel, "log-format": d.LogFormat,
 	} {
 		v.SetDefault(key, val)
@@ -99,6 +100,7 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		UpstreamConns: v.GetInt("upstream-parallelism"),
 		RevisionTTL:   v.GetDuration("revision-ttl"),
 		URLTTL:        v.GetDuration("url-ttl"),
+		AccessTTL:     v.GetDuration("access-ttl"),
 		FillTimeout:   v.GetDuration("fill-timeout"),
 		StallTimeout:  v.GetDuration("stall-timeout"),
 		LogLevel:      v.GetString("log-level"),

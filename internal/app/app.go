@@ -39,6 +39,7 @@ type Config struct {
 	ReadAhead     int           `mapstructure:"read-ahead"`
 	UpstreamConns int           `mapstructure:"upstream-parallelism"`
 	RevisionTTL   time.Duration `mapstructure:"revision-ttl"`
+	AccessTTL     time.Duration `mapstructure:"access-ttl"`
 	URLTTL        time.Duration `mapstructure:"url-ttl"`
 	FillTimeout   time.Duration `mapstructure:"fill-timeout"`
 	StallTimeout  time.Duration `mapstructure:"stall-timeout"`
@@ -62,6 +63,7 @@ func Defaults() Config {
 		ReadAhead:     4,
 		UpstreamConns: 16,
 		RevisionTTL:   30 * time.Second,
+		AccessTTL:     time.Minute,
 		URLTTL:        30 * time.Minute,
 		FillTimeout:   5 * time.Minute,
 		StallTimeout:  30 * time.Second,
@@ -144,6 +146,8 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 	res := resolver.New(client, store, resolver.Options{
 		RevisionTTL: cfg.RevisionTTL,
 		URLTTL:      cfg.URLTTL,
+		AccessTTL:   cfg.AccessTTL,
+		Observe:     m.ObserveAccess,
 		Offline:     cfg.Offline,
 		Logger:      log.With("component", "resolver"),
 	})
@@ -156,6 +160,7 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		Logger:    log.With("component", "server"),
 		// Zero means the resolver's default, so the two always agree.
 		RevisionTTL:    res.RevisionTTL(),
+		AccessTTL:      res.AccessTTL(),
 		Metrics:        m,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:          newReadiness(cfg, transport).check,

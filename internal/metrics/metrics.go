@@ -23,6 +23,8 @@ type Metrics struct {
 	UpstreamErrors  *prometheus.CounterVec   // kind
 	UpstreamLatency *prometheus.HistogramVec // kind: time to response headers
 	HeaderParses    *prometheus.CounterVec   // result: parsed, cached, invalid
+	AccessDecisions *prometheus.CounterVec   // decision: allowed, denied, unverifiable
+	CacheBypass     prometheus.Counter       // reads served past a failing cache
 }
 
 // Route classes, cache results and upstream kinds: the only label values.
@@ -31,6 +33,7 @@ var (
 	CacheResults  = []string{"hit", "partial", "miss"}
 	UpstreamKinds = []string{"resolve", "range", "api"}
 	ParseResults  = []string{"parsed", "cached", "invalid"}
+	Decisions     = []string{"allowed", "denied", "unverifiable"}
 )
 
 // New creates the collectors and registers them on reg.
@@ -74,9 +77,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "safetensors_headers_total",
 			Help: "Safetensors headers needed, by result: parsed from upstream bytes, found in the header cache, or invalid.",
 		}, []string{"result"}),
+		AccessDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "access_decisions_total",
+			Help: "Access checks by outcome: allowed or denied by upstream, or unverifiable (upstream down, repo not known public: refused).",
+		}, []string{"decision"}),
+		CacheBypass: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cache_bypass_total",
+			Help: "Reads served straight from upstream because the cache could not store them (disk full, I/O error).",
+		}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.CacheRequests, m.CacheBytes,
-		m.Upstream, m.UpstreamBytes, m.UpstreamErrors, m.UpstreamLatency, m.HeaderParses)
+		m.Upstream, m.UpstreamBytes, m.UpstreamErrors, m.UpstreamLatency, m.HeaderParses,
+		m.AccessDecisions, m.CacheBypass)
 	// Pre-seed every label value so dashboards see zeros, not gaps.
 	for _, r := range RouteClasses {
 		m.RequestDuration.WithLabelValues(r)
@@ -92,6 +104,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, r := range ParseResults {
 		m.HeaderParses.WithLabelValues(r)
+	}
+	for _, d := range Decisions {
+		m.AccessDecisions.WithLabelValues(d)
 	}
 	return m
 }
@@ -119,6 +134,13 @@ func (m *Metrics) ObserveCache(present, want int64) {
 	}
 	m.CacheRequests.WithLabelValues(result).Inc()
 	m.CacheBytes.WithLabelValues(result).Add(float64(want))
+}
+
+// ObserveAccess records one access decision.
+func (m *Metrics) ObserveAccess(decision string) {
+	if m != nil {
+		m.AccessDecisions.WithLabelValues(decision).Inc()
+	}
 }
 
 // ObserveHeader records one safetensors header lookup.

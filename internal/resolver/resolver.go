@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -35,6 +36,8 @@ type Store interface {
 	WriteRef(repo hub.Repo, rev, commit string) error
 	ReadRef(repo hub.Repo, rev string) (string, error)
 	Stat(repo hub.Repo, commit, path string) (cache.File, bool, error)
+	PutMeta(key string, data []byte) error
+	GetMeta(key string) ([]byte, error)
 }
 
 // Options configures a Resolver. Zero values take the documented defaults.
@@ -45,8 +48,16 @@ type Options struct {
 	// URLTTL bounds how long a resolved file (and its signed CDN URL) is
 	// reused for a commit revision. Default 30m; the Hub signs for 1h.
 	URLTTL time.Duration
+	// AccessTTL bounds how long an authenticated caller's resolution (and so
+	// the upstream's decision that this token may read this repo) is reused:
+	// a revoked token loses access within it. Default 1m.
+	AccessTTL time.Duration
 	// Entries bounds the in-memory metadata cache. Default 65536.
 	Entries int
+	// Observe, when set, is told each access decision upstream made or the
+	// proxy made for it: "allowed", "denied" or "unverifiable" (upstream
+	// down and the repo not known to be public).
+	Observe func(decision string)
 	// Offline answers from the cache only and never contacts upstream.
 	Offline bool
 	Logger  *slog.Logger
@@ -65,6 +76,11 @@ type Meta struct {
 // ErrOffline is returned in offline mode for a file the cache does not hold.
 var ErrOffline = errors.New("offline mode: file is not cached")
 
+// ErrUnverifiable is returned when upstream cannot be asked and the repo is
+// not known to be public: the cache may hold the file, but whether this
+// caller may read it cannot be checked, so it is not served (fail closed).
+var ErrUnverifiable = errors.New("access to this repo cannot be verified while upstream is unreachable")
+
 // Resolver resolves files through upstream with caching, single-flight and
 // offline fallback. It is safe for concurrent use.
 type Resolver struct {
@@ -76,8 +92,9 @@ type Resolver struct {
 	entries *expirable.LRU[string, entry] // key → resolution; expiry is URLTTL
 	group   singleflight.Group
 
-	mu   sync.Mutex
-	refs map[string]string // "repo\x00rev" → commit last written to refs/; guarded by mu
+	mu     sync.Mutex
+	refs   map[string]string // "repo\x00rev" → commit last written to refs/; guarded by mu
+	public map[string]bool   // repo → upstream served it anonymously (true) or refused (false); guarded by mu
 }
 
 // New returns a Resolver.
@@ -88,8 +105,14 @@ func New(up Upstream, store Store, opts Options) *Resolver {
 	if opts.URLTTL <= 0 {
 		opts.URLTTL = 30 * time.Minute
 	}
+	if opts.AccessTTL <= 0 {
+		opts.AccessTTL = time.Minute
+	}
 	if opts.Entries <= 0 {
 		opts.Entries = 65536
+	}
+	if opts.Observe == nil {
+		opts.Observe = func(string) {}
 	}
 	log := opts.Logger
 	if log == nil {
@@ -102,6 +125,7 @@ func New(up Upstream, store Store, opts Options) *Resolver {
 		log:     log,
 		entries: expirable.NewLRU[string, entry](opts.Entries, nil, opts.URLTTL),
 		refs:    make(map[string]string),
+		public:  make(map[string]bool),
 	}
 }
 
@@ -126,7 +150,7 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 		return r.fromCache(repo, rev, path, ErrOffline)
 	}
 	k := key(auth, repo, rev, path)
-	if m, ok := r.lookup(k, rev); ok {
+	if m, ok := r.lookup(k, auth, rev); ok {
 		return Meta{FileMeta: m}, nil
 	}
 	ch := r.group.DoChan(k, func() (any, error) {
@@ -135,6 +159,7 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		m, err := r.up.Resolve(fctx, auth, repo, rev, path)
+		r.decided(auth, repo, err)
 		if err != nil {
 			return nil, err
 		}
@@ -170,16 +195,20 @@ type entry struct {
 	at   time.Time
 }
 
-func (r *Resolver) lookup(k, rev string) (fetch.FileMeta, bool) {
+func (r *Resolver) lookup(k, auth, rev string) (fetch.FileMeta, bool) {
 	e, ok := r.entries.Get(k)
 	if !ok {
 		return fetch.FileMeta{}, false
 	}
-	if !hub.IsCommit(rev) && time.Since(e.at) > r.opts.RevisionTTL {
+	age := time.Since(e.at)
+	if !hub.IsCommit(rev) && age > r.opts.RevisionTTL || auth != "" && age > r.opts.AccessTTL {
 		return fetch.FileMeta{}, false
 	}
 	return e.meta, true
 }
+
+// AccessTTL is the effective per-caller decision TTL, defaults applied.
+func (r *Resolver) AccessTTL() time.Duration { return r.opts.AccessTTL }
 
 func (r *Resolver) recordRef(repo hub.Repo, rev, commit string) {
 	if hub.IsCommit(rev) || !hub.IsCommit(commit) {
@@ -198,9 +227,82 @@ func (r *Resolver) recordRef(repo hub.Repo, rev, commit string) {
 	}
 }
 
+// decided records what upstream said about a caller and a repo. An anonymous
+// success proves the repo public; an anonymous refusal proves it is not. Only
+// a token's hash prefix is ever logged.
+func (r *Resolver) decided(auth string, repo hub.Repo, err error) {
+	var se *fetch.StatusError
+	denied := errors.As(err, &se) && (se.Code == 401 || se.Code == 403 ||
+		se.Code == 404 && (se.ErrorCode == "RepoNotFound" || se.ErrorCode == "GatedRepo"))
+	switch {
+	case err == nil:
+		r.opts.Observe("allowed")
+		if auth == "" {
+			r.setPublic(repo, true)
+		}
+	case denied:
+		r.opts.Observe("denied")
+		r.log.Info("access denied upstream", "repo", repo.String(), "caller", callerID(auth), "status", se.Code, "code", se.ErrorCode)
+		if auth == "" {
+			r.setPublic(repo, false)
+		}
+	}
+}
+
+// callerID names a caller in logs without revealing its credentials.
+func callerID(auth string) string {
+	if auth == "" {
+		return "anonymous"
+	}
+	h := sha256.Sum256([]byte(auth))
+	return "token:" + hex.EncodeToString(h[:4])
+}
+
+func publicKey(repo hub.Repo) string { return "public\x00" + repo.String() }
+
+func (r *Resolver) setPublic(repo hub.Repo, public bool) {
+	r.mu.Lock()
+	was, known := r.public[repo.String()]
+	r.public[repo.String()] = public
+	r.mu.Unlock()
+	if known && was == public {
+		return
+	}
+	v := []byte("0")
+	if public {
+		v = []byte("1")
+	}
+	if err := r.store.PutMeta(publicKey(repo), v); err != nil {
+		r.log.Warn("recording repo visibility", "repo", repo.String(), "err", err)
+	}
+}
+
+// Public reports whether upstream last served repo to an anonymous caller.
+// The answer survives restarts; a repo never seen anonymously is not public.
+func (r *Resolver) Public(repo hub.Repo) bool {
+	r.mu.Lock()
+	p, ok := r.public[repo.String()]
+	r.mu.Unlock()
+	if ok {
+		return p
+	}
+	b, err := r.store.GetMeta(publicKey(repo))
+	p = err == nil && string(b) == "1"
+	r.mu.Lock()
+	r.public[repo.String()] = p
+	r.mu.Unlock()
+	return p
+}
+
 // fromCache answers from the cache layout: the revision maps to a commit
 // through refs/ (or is one), and the commit's snapshot names the blob.
 func (r *Resolver) fromCache(repo hub.Repo, rev, path string, cause error) (Meta, error) {
+	if !r.Public(repo) {
+		// Gated, private or never seen anonymously: nobody's access can be
+		// checked without upstream, so nobody is served (fail closed).
+		r.opts.Observe("unverifiable")
+		return Meta{}, fmt.Errorf("%w (%v)", ErrUnverifiable, cause)
+	}
 	commit := rev
 	if !hub.IsCommit(rev) {
 		c, err := r.store.ReadRef(repo, rev)

@@ -61,10 +61,27 @@ type fakeStore struct {
 	mu    sync.Mutex
 	refs  map[string]string
 	files map[string]cache.File
+	meta  map[string][]byte
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{refs: map[string]string{}, files: map[string]cache.File{}}
+	return &fakeStore{refs: map[string]string{}, files: map[string]cache.File{}, meta: map[string][]byte{}}
+}
+
+func (s *fakeStore) PutMeta(key string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.meta[key] = data
+	return nil
+}
+
+func (s *fakeStore) GetMeta(key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.meta[key]; ok {
+		return b, nil
+	}
+	return nil, cache.ErrNotCached
 }
 
 func (s *fakeStore) WriteRef(repo hub.Repo, rev, commit string) error {
@@ -183,6 +200,12 @@ func TestFallbackToCacheWhenUpstreamIsDown(t *testing.T) {
 	store.refs["org/m@main"] = commitA
 	store.files[commitA+"/w.bin"] = cache.File{Repo: repo, Commit: commitA, Path: "w.bin", ETag: strings.Repeat("e", 64), Size: 10}
 	r := New(up, store, Options{})
+	// Nothing proves the repo public yet: fail closed.
+	if _, err := r.File(context.Background(), "", repo, "main", "w.bin"); !errors.Is(err, ErrUnverifiable) {
+		t.Fatalf("unverified repo served from cache: %v", err)
+	}
+	store.PutMeta(publicKey(repo), []byte("1")) // as an earlier anonymous success leaves it
+	r = New(up, store, Options{})
 	m, err := r.File(context.Background(), "", repo, "main", "w.bin")
 	if err != nil || !m.FromCache || m.Commit != commitA || m.Size != 10 {
 		t.Fatalf("fallback: %+v, %v", m, err)
@@ -220,5 +243,43 @@ func TestOriginReresolvesExpiredURLAtTheCommit(t *testing.T) {
 	defer up.mu.Unlock()
 	if len(up.gets) != 2 || up.gets[0] == up.gets[1] || !strings.Contains(up.gets[1], "/"+commitA+"/") {
 		t.Errorf("GETs %v: want a retry on a fresh URL resolved at the commit", up.gets)
+	}
+}
+
+func TestVisibilityIsLearnedFromAnonymousAnswers(t *testing.T) {
+	up := &fakeUpstream{commit: commitA}
+	store := newFakeStore()
+	var decisions []string
+	r := New(up, store, Options{Observe: func(d string) { decisions = append(decisions, d) }})
+	// A token holder's success proves nothing about anonymous access.
+	r.File(context.Background(), "Bearer ok", repo, "main", "w.bin")
+	if r.Public(repo) {
+		t.Fatal("a token holder's access made the repo public")
+	}
+	r.File(context.Background(), "", repo, "main", "w.bin")
+	if !r.Public(repo) || string(store.meta[publicKey(repo)]) != "1" {
+		t.Fatal("an anonymous success did not mark the repo public (persistently)")
+	}
+	// A fresh resolver (a restart) remembers it.
+	if !New(up, store, Options{}).Public(repo) {
+		t.Error("visibility lost across restart")
+	}
+	r.File(context.Background(), "Bearer denied", repo, "main", "other.bin")
+	if fmt.Sprint(decisions) != "[allowed allowed denied]" {
+		t.Errorf("decisions %v", decisions)
+	}
+}
+
+func TestAuthenticatedDecisionsExpireAfterAccessTTL(t *testing.T) {
+	up := &fakeUpstream{commit: commitA}
+	r := New(up, newFakeStore(), Options{AccessTTL: time.Millisecond})
+	r.File(context.Background(), "Bearer ok", repo, commitA, "w.bin")
+	r.File(context.Background(), "", repo, commitA, "w.bin")
+	n := up.resolves.Load()
+	time.Sleep(3 * time.Millisecond)
+	r.File(context.Background(), "Bearer ok", repo, commitA, "w.bin")
+	r.File(context.Background(), "", repo, commitA, "w.bin")
+	if got := up.resolves.Load() - n; got != 1 {
+		t.Errorf("%d re-resolves after the access TTL, want 1 (the token holder's only)", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -78,13 +79,28 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	// A commit never changes, so its listing is answered from the cache
 	// (per caller: the key holds a hash of the credentials); a branch's for
 	// as long as the branch → commit mapping is trusted.
-	fresh := cerr == nil && (hub.IsCommit(ar.rev) || time.Since(cached.Stored) < s.opts.RevisionTTL)
-	if cerr == nil && (s.opts.Offline || fresh) {
+	ttl := s.opts.RevisionTTL
+	if hub.IsCommit(ar.rev) {
+		ttl = math.MaxInt64
+	}
+	if auth != "" {
+		ttl = min(ttl, s.opts.AccessTTL)
+	}
+	if cerr == nil && time.Since(cached.Stored) < ttl {
 		s.writeEnvelope(w, r, cached)
 		return
 	}
+	// Without upstream, only a repo upstream has shown to anonymous callers
+	// may be answered from the cache: nobody's access can be checked.
+	fallback := cerr == nil && s.opts.Resolver.Public(ar.repo)
 	if s.opts.Offline {
-		s.writeError(w, r, resolver.ErrOffline)
+		if fallback {
+			s.writeEnvelope(w, r, cached)
+		} else if cerr == nil {
+			s.writeError(w, r, resolver.ErrUnverifiable)
+		} else {
+			s.writeError(w, r, resolver.ErrOffline)
+		}
 		return
 	}
 	hdr := http.Header{}
@@ -97,7 +113,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	}
 	resp, err := s.opts.Upstream.API(r.Context(), method, pathAndQuery, auth, hdr, body)
 	if err != nil {
-		if errors.Is(err, fetch.ErrUnavailable) && cerr == nil {
+		if errors.Is(err, fetch.ErrUnavailable) && fallback {
 			s.writeEnvelope(w, r, cached)
 			return
 		}
@@ -105,7 +121,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		return
 	}
 	defer resp.Body.Close()
-	if (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) && cerr == nil {
+	if (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) && fallback {
 		s.log.Warn("upstream API failing, answering from cache", "path", r.URL.EscapedPath(), "status", resp.StatusCode)
 		s.writeEnvelope(w, r, cached)
 		return

@@ -51,6 +51,8 @@ func toHTTPError(err error) httpError {
 		return httpError{status: status.Code, code: status.ErrorCode, msg: status.Message, commit: status.RepoCommit}
 	case errors.Is(err, resolver.ErrOffline):
 		return httpError{status: http.StatusGatewayTimeout, code: "Offline", msg: "hubproxy is in offline mode and does not hold this file"}
+	case errors.Is(err, resolver.ErrUnverifiable):
+		return httpError{status: http.StatusServiceUnavailable, code: "Unverifiable", msg: "upstream is unreachable and this repo is not known to be public, so access cannot be checked"}
 	case errors.As(err, &status):
 		return httpError{status: http.StatusBadGateway, msg: "upstream answered " + http.StatusText(status.Code)}
 	case errors.As(err, &verify):

@@ -30,6 +30,9 @@ import (
 type Resolver interface {
 	File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
 	Origin(auth string, repo hub.Repo, path string, m resolver.Meta) cache.Origin
+	// Public reports whether upstream has served repo to an anonymous caller;
+	// only such repos are answered from the cache when upstream is down.
+	Public(repo hub.Repo) bool
 }
 
 // Store is the part of the cache the handlers use.
@@ -60,6 +63,9 @@ type Options struct {
 	// RevisionTTL is how long an API answer for a branch or tag is reused
 	// (answers for a commit are reused for good). Zero: always ask upstream.
 	RevisionTTL time.Duration
+	// AccessTTL bounds how long an authenticated caller's cached API answer
+	// is reused, so a revoked token loses access within it.
+	AccessTTL time.Duration
 	// Tensor configures the tensor API's header reads.
 	Tensor tensor.Options
 	// TensorMerge is the largest gap between two byte ranges of one file

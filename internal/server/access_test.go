@@ -1,0 +1,98 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// TestGatedContentNeverLeaks fills the cache as an approved token holder and
+// then asks for the same content as every kind of caller the hub refuses.
+func TestGatedContentNeverLeaks(t *testing.T) {
+	const accessTTL = 50 * time.Millisecond
+	e := newEnv(t, hubtest.Options{}, func(c *app.Config) { c.AccessTTL = accessTTL; c.UpstreamToken = "hf_proxy_own" })
+	weights := hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F32", Shape: []int64{256, 256}}}, nil)
+	gated := hub.Repo{Type: hub.Model, ID: "org/gated"}
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: gated.ID, Gated: true, ApprovedTokens: []string{"hf_ok", "hf_revoked", "hf_proxy_own"},
+		Files: []hubtest.File{{Path: "model.safetensors", Data: weights}, {Path: "config.json", Data: []byte(`{"a":1}`)}}})
+
+	requests := []struct {
+		method, path string
+		hdr          []string
+	}{
+		{http.MethodHead, "/org/gated/resolve/main/model.safetensors", nil},
+		{http.MethodGet, "/org/gated/resolve/main/model.safetensors", nil},
+		{http.MethodGet, "/org/gated/resolve/main/model.safetensors", []string{"Range", "bytes=100-199"}},
+		{http.MethodGet, "/org/gated/resolve/main/config.json", nil},
+		{http.MethodGet, "/org/gated/raw/main/config.json", nil},
+		{http.MethodGet, "/api/models/org/gated/revision/main", nil},
+		{http.MethodGet, "/api/models/org/gated/tree/main", nil},
+		{http.MethodGet, "/models/org/gated/tensors", nil},
+		{http.MethodGet, "/models/org/gated/tensors/w", nil},
+		{http.MethodGet, "/models/org/gated/safetensors?name=w", nil},
+	}
+	ask := func(auth string, rq struct {
+		method, path string
+		hdr          []string
+	}) *http.Response {
+		hdr := append([]string{}, rq.hdr...)
+		if auth != "" {
+			hdr = append(hdr, "Authorization", "Bearer "+auth)
+		}
+		resp, _ := e.do(rq.method, rq.path, hdr...)
+		return resp
+	}
+	// Approved callers fill everything.
+	for _, tok := range []string{"hf_ok", "hf_revoked"} {
+		for _, rq := range requests {
+			if resp := ask(tok, rq); resp.StatusCode >= 300 {
+				t.Fatalf("%s %s as %s: %d", rq.method, rq.path, tok, resp.StatusCode)
+			}
+		}
+	}
+	e.hub.RevokeToken("hf_revoked")
+	time.Sleep(2 * accessTTL) // let the revoked token's cached decisions lapse
+	e.hub.ResetCounters()
+
+	for _, caller := range []struct{ name, tok string }{{"anonymous", ""}, {"unapproved", "hf_nope"}, {"revoked", "hf_revoked"}} {
+		for _, rq := range requests {
+			resp := ask(caller.tok, rq)
+			code := resp.Header.Get("X-Error-Code")
+			if (resp.StatusCode != 401 && resp.StatusCode != 403) || code != "GatedRepo" {
+				t.Errorf("%s %s %s: %d %q, want the hub's 401/403 GatedRepo", caller.name, rq.method, rq.path, resp.StatusCode, code)
+			}
+		}
+	}
+	if c := e.hub.Counters(); c.BodyBytes != 0 {
+		t.Errorf("refused callers caused %d upstream body bytes", c.BodyBytes)
+	}
+	// The approved holder still gets everything, from the cache.
+	e.hub.ResetCounters()
+	resp, body := e.do(http.MethodGet, "/org/gated/resolve/main/model.safetensors", "Authorization", "Bearer hf_ok")
+	if resp.StatusCode != 200 || sha(body) != sha(weights) {
+		t.Fatalf("approved caller: %d", resp.StatusCode)
+	}
+	if c := e.hub.Counters(); c.BodyBytes != 0 || c.CDNRequests != 0 {
+		t.Errorf("approved caller refetched: %d bytes, %d CDN requests", c.BodyBytes, c.CDNRequests)
+	}
+
+	// Upstream down: a gated repo is never served from the cache, to anyone.
+	e.hub.Close()
+	e.start()
+	for _, tok := range []string{"", "hf_ok"} {
+		for _, rq := range requests[:2] {
+			if resp := ask(tok, rq); resp.StatusCode < 500 {
+				t.Errorf("upstream down, %q %s %s: %d, want a refusal", tok, rq.method, rq.path, resp.StatusCode)
+			}
+		}
+	}
+	e.cfg.Offline = true
+	e.start()
+	if resp := ask("hf_ok", requests[1]); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Error-Code") != "Unverifiable" {
+		t.Errorf("offline mode served a gated repo: %d %s", resp.StatusCode, resp.Header.Get("X-Error-Code"))
+	}
+}
