@@ -43,6 +43,7 @@ func addServeFlags(fs *pflag.FlagSet) {
 	fs.String("listen", d.Listen, "address to serve the hub API on")
 	fs.String("upstream", d.Upstream, "hub to proxy (https://huggingface.co, or another hubproxy)")
 	fs.String("upstream-token", "", "the proxy's own hub token, used only for callers that send none (prefer HUBPROXY_UPSTREAM_TOKEN)")
+	fs.StringSlice("redirect-hosts", nil, "hosts (and their subdomains) bytes may be fetched from besides the upstream, e.g. hf.co,huggingface.co; empty: any, always without credentials")
 	fs.String("public-url", "", "externally visible base URL, for pagination links (default: from each request's Host)")
 	fs.Bool("offline", false, "serve only from the cache; never contact upstream")
 	fs.String("cache-dir", defaultCacheDir(), "cache root; also a valid HF_HUB_CACHE")
@@ -93,6 +94,7 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		Listen:        v.GetString("listen"),
 		Upstream:      v.GetString("upstream"),
 		UpstreamToken: v.GetString("upstream-token"),
+		RedirectHosts: v.GetStringSlice("redirect-hosts"),
 		PublicURL:     v.GetString("public-url"),
 		Offline:       v.GetBool("offline"),
 		CacheDir:      expandHome(v.GetString("cache-dir")),

@@ -29,6 +29,7 @@ type Config struct {
 	Listen        string        `mapstructure:"listen"`
 	Upstream      string        `mapstructure:"upstream"`
 	UpstreamToken string        `mapstructure:"upstream-token"`
+	RedirectHosts []string      `mapstructure:"redirect-hosts"`
 	PublicURL     string        `mapstructure:"public-url"`
 	Offline       bool          `mapstructure:"offline"`
 	CacheDir      string        `mapstructure:"cache-dir"`
@@ -111,11 +112,12 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		transport = fetch.DefaultTransport()
 	}
 	client, err := fetch.New(fetch.Options{
-		Upstream:     cfg.Upstream,
-		Token:        cfg.UpstreamToken,
-		Transport:    m.Transport(transport),
-		UserAgent:    "hubproxy",
-		StallTimeout: cfg.StallTimeout,
+		Upstream:      cfg.Upstream,
+		Token:         cfg.UpstreamToken,
+		RedirectHosts: cfg.RedirectHosts,
+		Transport:     m.Transport(transport),
+		UserAgent:     "hubproxy",
+		StallTimeout:  cfg.StallTimeout,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("upstream client: %w", err)

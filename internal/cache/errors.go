@@ -42,3 +42,12 @@ func (e *FillError) Error() string {
 }
 
 func (e *FillError) Unwrap() error { return e.Err }
+
+// StorageError is a failure to write fetched bytes to the cache's disk (a full
+// disk, a quota, an I/O error). The bytes were fine; the cache could not keep
+// them, so a reader gets it at once rather than after retries, and may serve
+// the bytes straight from upstream instead.
+type StorageError struct{ Err error }
+
+func (e *StorageError) Error() string { return "cache: writing to disk: " + e.Err.Error() }
+func (e *StorageError) Unwrap() error { return e.Err }

@@ -109,7 +109,7 @@ func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.R
 			return pos, err
 		}
 		if _, err := file.WriteAt(buf[:n], pos); err != nil {
-			return pos, err
+			return pos, &StorageError{Err: err}
 		}
 		it.mu.Lock()
 		whole := it.markPresentLocked(ranges.Range{Pos: pos, End: pos + n})

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"container/list"
+	"errors"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -211,6 +212,12 @@ func (it *item) failLocked(r ranges.Range, err error) {
 	it.pending.Remove(r)
 	f := it.fails[r.Pos]
 	f.n++
+	var se *StorageError
+	if errors.As(err, &se) {
+		// Fetching again cannot help a full or broken disk: give the
+		// reader the error now, so it can serve the bytes another way.
+		f.n = max(f.n, maxFillAttempts)
+	}
 	f.err = err
 	it.fails[r.Pos] = f
 	it.broadcastLocked()

@@ -47,6 +47,11 @@ type Options struct {
 	// http.DefaultTransport with MaxIdleConnsPerHost 64, compression off
 	// (ranges and sizes must be the real bytes) and HTTP/2 attempted.
 	Transport http.RoundTripper
+	// RedirectHosts, when not empty, is the only set of hosts other than the
+	// upstream that bytes may be fetched from (a CDN the hub redirects to).
+	// An entry matches the host itself and its subdomains ("hf.co" matches
+	// "cdn-lfs.hf.co"). Empty: any host, always without credentials.
+	RedirectHosts []string
 	// UserAgent defaults to "hubproxy".
 	UserAgent string
 	// MetadataTimeout bounds one Resolve call, retries included. Default 10s.
@@ -70,7 +75,9 @@ type Client struct {
 	base    *url.URL // upstream, path without trailing slash
 	baseStr string   // base.String(), the prefix of every upstream URL
 	token   string
-	ua      string
+	// redirectHosts limits where bytes may come from; empty = anywhere.
+	redirectHosts []string
+	ua            string
 	// rt is used directly, not through http.Client: every redirect is
 	// followed by hand (credentials and HEAD metadata are decided per hop),
 	// and http.Client would parse Location first and quote it, signed query
@@ -101,6 +108,7 @@ func New(opts Options) (*Client, error) {
 		base:          base,
 		baseStr:       base.String(),
 		token:         opts.Token,
+		redirectHosts: opts.RedirectHosts,
 		ua:            opts.UserAgent,
 		rt:            tr,
 		metaTimeout:   opts.MetadataTimeout,
@@ -212,6 +220,22 @@ func (c *Client) secrets(authz string) []string {
 
 // sameOrigin reports whether u has the upstream's scheme and host (port
 // included, default ports normalised): the only place credentials may go.
+// hostAllowed reports whether bytes may be fetched from u: the upstream
+// itself, or any host when no RedirectHosts are set, or a listed one.
+func (c *Client) hostAllowed(u *url.URL) bool {
+	if len(c.redirectHosts) == 0 || c.sameOrigin(u) {
+		return true
+	}
+	h := strings.ToLower(u.Hostname())
+	for _, a := range c.redirectHosts {
+		a = strings.ToLower(strings.TrimPrefix(a, "."))
+		if h == a || strings.HasSuffix(h, "."+a) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Client) sameOrigin(u *url.URL) bool {
 	return origin(u) == origin(c.base)
 }

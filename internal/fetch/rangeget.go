@@ -50,6 +50,9 @@ func (c *Client) GetRange(ctx context.Context, rawURL, auth string, off, n int64
 	credentials := true // cleared for good by the first hop off the upstream
 
 	for hop := 0; ; hop++ {
+		if !c.hostAllowed(u) {
+			return nil, &ProtocolError{URL: redact(u), Reason: "fetching from this host is not allowed (redirect-hosts)"}
+		}
 		hopAuth := ""
 		if credentials && c.sameOrigin(u) {
 			hopAuth = authz

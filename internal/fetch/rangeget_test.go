@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -414,5 +415,39 @@ func TestGetRangeCallerCancel(t *testing.T) {
 	_, err = rc.Read(buf)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrStalled) {
 		t.Fatalf("err = %v, want context.Canceled only", err)
+	}
+}
+
+func TestGetRangeRefusesHostsOutsideRedirectHosts(t *testing.T) {
+	cdn := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Range", "bytes 0-1/10")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write([]byte("ab"))
+	})
+	c, err := New(Options{Upstream: "http://hub.invalid", RedirectHosts: []string{"cdn.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetRange(context.Background(), cdn.URL+"/blob", "", 0, 2)
+	var pe *ProtocolError
+	if !errors.As(err, &pe) || cdn.Count() != 0 {
+		t.Fatalf("err = %v after %d requests, want a ProtocolError and no request", err, cdn.Count())
+	}
+	// Listed hosts (and their subdomains) are allowed; so is any host when
+	// the list is empty.
+	u, _ := url.Parse(cdn.URL)
+	for _, hosts := range [][]string{{u.Hostname()}, nil} {
+		c, _ := New(Options{Upstream: "http://hub.invalid", RedirectHosts: hosts})
+		body, err := c.GetRange(context.Background(), cdn.URL+"/blob", "", 0, 2)
+		if err != nil {
+			t.Fatalf("hosts %v: %v", hosts, err)
+		}
+		body.Close()
+	}
+	if !(&Client{redirectHosts: []string{"hf.co"}, base: &url.URL{Scheme: "https", Host: "huggingface.co"}}).hostAllowed(&url.URL{Scheme: "https", Host: "cdn-lfs.hf.co"}) {
+		t.Error("subdomain of an allowed host refused")
+	}
+	if (&Client{redirectHosts: []string{"hf.co"}, base: &url.URL{Scheme: "https", Host: "huggingface.co"}}).hostAllowed(&url.URL{Scheme: "https", Host: "evilhf.co"}) {
+		t.Error("a host merely ending in an allowed name was accepted")
 	}
 }

@@ -67,14 +67,33 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		// (empty) body rather than 416 so probes like bytes=0-0 succeed.
 		r.Header.Del("Range")
 	}
+	windowStart, windowEnd := int64(0), m.Size
 	if start, end, ok := singleRange(r.Header.Get("Range"), m.Size); ok {
 		h.Expect(start, end)
+		windowStart, windowEnd = start, end
 		s.opts.Metrics.ObserveCache(h.Present(start, end), end-start)
 	} else if r.Header.Get("Range") == "" {
 		h.Expect(0, m.Size)
 		s.opts.Metrics.ObserveCache(h.Present(0, m.Size), m.Size)
 	}
-	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(h, 0, m.Size), s: s, req: r})
+	br := &bypassReader{ctx: r.Context(), h: h, origin: origin, end: windowEnd, onFail: func(err error) {
+		s.log.Error("cache cannot store this file; serving it straight from upstream", "path", r.URL.EscapedPath(), "err", err)
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.CacheBypass.Inc()
+		}
+	}}
+	defer br.Close()
+	// Read the first byte before the status line is sent, so that an
+	// upstream that fails outright gets a proper error answer rather than
+	// an aborted 200. It costs nothing: its block is needed first anyway.
+	if windowEnd > windowStart {
+		var first [1]byte
+		if _, err := br.ReadAt(first[:], windowStart); err != nil && err != io.EOF {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(br, 0, m.Size), s: s, req: r})
 }
 
 // abortOnError turns a read error part-way through a body into an aborted

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hub"
@@ -325,14 +326,19 @@ func TestLyingUpstreamNeverYieldsWrongBytes(t *testing.T) {
 		{"wrong-content-range", hubtest.Faults{WrongContentRange: hubtest.Fault{N: 2, Target: hubtest.TargetCDN}}},
 		{"5xx", hubtest.Faults{Status5xx: hubtest.Fault{N: 3, Target: hubtest.TargetCDN}}},
 		{"reset", hubtest.Faults{ResetMidBody: hubtest.Fault{N: 2, Target: hubtest.TargetCDN}}},
+		{"stall", hubtest.Faults{StallBody: hubtest.Fault{N: 1, Target: hubtest.TargetCDN}}},
+		{"5xx-burst-any", hubtest.Faults{Status5xx: hubtest.Fault{N: 6}}},
+		{"redirect-foreign", hubtest.Faults{RedirectForeign: hubtest.Fault{N: 1}}},
 	}
 	for i, tc := range faults {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, hubtest.Options{}, nil)
+			e := newEnv(t, hubtest.Options{}, func(c *app.Config) { c.StallTimeout = 300 * time.Millisecond })
 			data := hubtest.RandomBytes(uint64(10+i), 3<<20)
 			e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 			e.hub.SetFaults(tc.f)
-			resp, err := http.Get(e.proxy.URL + "/org/model/resolve/main/w.safetensors")
+			req, _ := http.NewRequest(http.MethodGet, e.proxy.URL+"/org/model/resolve/main/w.safetensors", nil)
+			req.Header.Set("Authorization", "Bearer hf_caller")
+			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				body, rerr := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -341,12 +347,31 @@ func TestLyingUpstreamNeverYieldsWrongBytes(t *testing.T) {
 				}
 			}
 			e.hub.SetFaults(hubtest.Faults{})
-			_, body := e.do(http.MethodGet, "/org/model/resolve/main/w.safetensors")
+			_, body := e.do(http.MethodGet, "/org/model/resolve/main/w.safetensors", "Authorization", "Bearer hf_caller")
 			if sha(body) != sha(data) {
 				t.Fatal("wrong bytes after the fault cleared")
 			}
+			if c := e.hub.Counters(); c.AuthSeenByForeign != 0 || c.AuthSeenByCDN != 0 {
+				t.Errorf("credentials left the upstream: foreign %d, CDN %d", c.AuthSeenByForeign, c.AuthSeenByCDN)
+			}
 			t.Logf("%s: faults fired %v", tc.name, e.hub.FaultCounts())
 		})
+	}
+}
+
+func TestRedirectToAnUnlistedHostIsRefused(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	e.cfg.RedirectHosts = []string{"cdn.example"}
+	e.start()
+	data := hubtest.RandomBytes(31, 2<<20)
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	e.hub.SetFaults(hubtest.Faults{RedirectForeign: hubtest.Fault{N: 1}})
+	resp, _ := e.do(http.MethodGet, "/org/model/resolve/main/w.safetensors")
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("redirect to an unlisted host: %d, want 502", resp.StatusCode)
+	}
+	if c := e.hub.Counters(); c.ForeignRequests != 0 {
+		t.Errorf("the foreign host was contacted %d times", c.ForeignRequests)
 	}
 }
 
