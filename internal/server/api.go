@@ -267,7 +267,7 @@ func (s *Server) passAPI(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	up, public := s.opts.Upstream.Upstream().String(), s.publicBase(r)
 	for k, vs := range resp.Header {
-		if hopHeaders[k] || strings.HasPrefix(k, "X-Xet-") {
+		if hopHeaders[k] || strings.HasPrefix(k, "X-Xet-") || k == "X-Request-Id" {
 			continue
 		}
 		for _, v := range vs {

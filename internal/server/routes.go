@@ -27,6 +27,8 @@ type Route struct {
 // Data only: nothing routes from it.
 var Routes = []Route{
 	{"GET", "/healthz", "/healthz"},
+	{"GET", "/readyz", "/readyz"},
+	{"GET", "/metrics", "/metrics"},
 
 	// Hub-compatible file routes (models have no prefix).
 	{"GET", "/{repo}/resolve/{revision}/{path}", "/org/model/resolve/main/config.json"},
