@@ -1,0 +1,319 @@
+//go:build cuda && cgo && linux
+
+// cuda_shim.c: dlopen-based access to the CUDA driver. The shim keeps no Go
+// pointers: every pointer argument is used only for the duration of the
+// call. Functions taking a CUcontext bind it on the calling thread first.
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_shim.h"
+
+struct hp_driver {
+	void *lib;
+	CUresult (*cuInit)(unsigned int);
+	CUresult (*cuDeviceGetCount)(int *);
+	CUresult (*cuDeviceGet)(CUdevice *, int);
+	CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+	CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+	CUresult (*cuCtxSetCurrent)(CUcontext);
+	CUresult (*cuMemGetInfo)(size_t *, size_t *);
+	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*cuMemFree)(CUdeviceptr);
+	CUresult (*cuMemHostAlloc)(void **, size_t, unsigned int);
+	CUresult (*cuMemFreeHost)(void *);
+	CUresult (*cuStreamCreate)(CUstream *, unsigned int);
+	CUresult (*cuStreamDestroy)(CUstream);
+	CUresult (*cuStreamSynchronize)(CUstream);
+	CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+	CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult (*cuEventCreate)(CUevent *, unsigned int);
+	CUresult (*cuEventRecord)(CUevent, CUstream);
+	CUresult (*cuEventSynchronize)(CUevent);
+	CUresult (*cuEventDestroy)(CUevent);
+	CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+	CUresult (*cuGetErrorName)(CUresult, const char **);
+};
+
+// Symbol names as exported by libcuda. Where cuda.h maps an API to a
+// versioned symbol (the _v2 ABI with 64-bit sizes and pointers), that symbol
+// is listed first and the unversioned one is the fallback.
+static const char *hp_names[HP_NCALLS] = {
+	[HP_cuInit] = "cuInit",
+	[HP_cuDeviceGetCount] = "cuDeviceGetCount",
+	[HP_cuDeviceGet] = "cuDeviceGet",
+	[HP_cuDeviceGetName] = "cuDeviceGetName",
+	[HP_cuDeviceTotalMem] = "cuDeviceTotalMem_v2",
+	[HP_cuDevicePrimaryCtxRetain] = "cuDevicePrimaryCtxRetain",
+	[HP_cuDevicePrimaryCtxRelease] = "cuDevicePrimaryCtxRelease_v2",
+	[HP_cuCtxSetCurrent] = "cuCtxSetCurrent",
+	[HP_cuMemGetInfo] = "cuMemGetInfo_v2",
+	[HP_cuMemAlloc] = "cuMemAlloc_v2",
+	[HP_cuMemFree] = "cuMemFree_v2",
+	[HP_cuMemHostAlloc] = "cuMemHostAlloc",
+	[HP_cuMemFreeHost] = "cuMemFreeHost",
+	[HP_cuStreamCreate] = "cuStreamCreate",
+	[HP_cuStreamDestroy] = "cuStreamDestroy_v2",
+	[HP_cuStreamSynchronize] = "cuStreamSynchronize",
+	[HP_cuMemcpyHtoDAsync] = "cuMemcpyHtoDAsync_v2",
+	[HP_cuMemcpyHtoD] = "cuMemcpyHtoD_v2",
+	[HP_cuMemcpyDtoH] = "cuMemcpyDtoH_v2",
+	[HP_cuEventCreate] = "cuEventCreate",
+	[HP_cuEventRecord] = "cuEventRecord",
+	[HP_cuEventSynchronize] = "cuEventSynchronize",
+	[HP_cuEventDestroy] = "cuEventDestroy_v2",
+	[HP_cuIpcGetMemHandle] = "cuIpcGetMemHandle",
+	[HP_cuGetErrorName] = "cuGetErrorName",
+};
+
+static const char *hp_fallback(int call) {
+	switch (call) {
+	case HP_cuDevicePrimaryCtxRelease: return "cuDevicePrimaryCtxRelease";
+	case HP_cuStreamDestroy: return "cuStreamDestroy";
+	case HP_cuEventDestroy: return "cuEventDestroy";
+	}
+	return NULL;
+}
+
+const char *hp_call_name(int call) {
+	if (call < 0 || call >= HP_NCALLS) return "unknown";
+	return hp_names[call];
+}
+
+static void *hp_resolve(void *lib, int call) {
+	void *p = dlsym(lib, hp_names[call]);
+	if (p == NULL && hp_fallback(call) != NULL) p = dlsym(lib, hp_fallback(call));
+	return p;
+}
+
+hp_driver *hp_open(const char *path, char *err, int errlen, hp_res *res) {
+	res->code = 0;
+	res->call = HP_cuInit;
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL) {
+		snprintf(err, errlen, "%s", dlerror());
+		return NULL;
+	}
+	void *syms[HP_NCALLS];
+	for (int i = 0; i < HP_NCALLS; i++) {
+		syms[i] = hp_resolve(lib, i);
+		if (syms[i] == NULL) {
+			snprintf(err, errlen, "%s: missing symbol %s", path, hp_names[i]);
+			dlclose(lib);
+			return NULL;
+		}
+	}
+	hp_driver *d = calloc(1, sizeof *d);
+	if (d == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		dlclose(lib);
+		return NULL;
+	}
+	d->lib = lib;
+	d->cuInit = syms[HP_cuInit];
+	d->cuDeviceGetCount = syms[HP_cuDeviceGetCount];
+	d->cuDeviceGet = syms[HP_cuDeviceGet];
+	d->cuDeviceGetName = syms[HP_cuDeviceGetName];
+	d->cuDeviceTotalMem = syms[HP_cuDeviceTotalMem];
+	d->cuDevicePrimaryCtxRetain = syms[HP_cuDevicePrimaryCtxRetain];
+	d->cuDevicePrimaryCtxRelease = syms[HP_cuDevicePrimaryCtxRelease];
+	d->cuCtxSetCurrent = syms[HP_cuCtxSetCurrent];
+	d->cuMemGetInfo = syms[HP_cuMemGetInfo];
+	d->cuMemAlloc = syms[HP_cuMemAlloc];
+	d->cuMemFree = syms[HP_cuMemFree];
+	d->cuMemHostAlloc = syms[HP_cuMemHostAlloc];
+	d->cuMemFreeHost = syms[HP_cuMemFreeHost];
+	d->cuStreamCreate = syms[HP_cuStreamCreate];
+	d->cuStreamDestroy = syms[HP_cuStreamDestroy];
+	d->cuStreamSynchronize = syms[HP_cuStreamSynchronize];
+	d->cuMemcpyHtoDAsync = syms[HP_cuMemcpyHtoDAsync];
+	d->cuMemcpyHtoD = syms[HP_cuMemcpyHtoD];
+	d->cuMemcpyDtoH = syms[HP_cuMemcpyDtoH];
+	d->cuEventCreate = syms[HP_cuEventCreate];
+	d->cuEventRecord = syms[HP_cuEventRecord];
+	d->cuEventSynchronize = syms[HP_cuEventSynchronize];
+	d->cuEventDestroy = syms[HP_cuEventDestroy];
+	d->cuIpcGetMemHandle = syms[HP_cuIpcGetMemHandle];
+	d->cuGetErrorName = syms[HP_cuGetErrorName];
+	res->code = d->cuInit(0);
+	if (res->code != 0) {
+		// The library stays loaded: libcuda does not support unloading.
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+const char *hp_error_name(hp_driver *d, int code) {
+	const char *s = NULL;
+	if (d->cuGetErrorName(code, &s) != 0) return NULL;
+	return s;
+}
+
+#define HP_RES(c, call) ((hp_res){(c), (call)})
+#define HP_TRY(expr, call)                        \
+	do {                                      \
+		CUresult r_ = (expr);             \
+		if (r_ != 0) return HP_RES(r_, call); \
+	} while (0)
+#define HP_BIND(d, ctx) HP_TRY((d)->cuCtxSetCurrent(ctx), HP_cuCtxSetCurrent)
+
+hp_res hp_device_count(hp_driver *d, int *n) {
+	HP_TRY(d->cuDeviceGetCount(n), HP_cuDeviceGetCount);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_device_name(hp_driver *d, int ordinal, char *name, int len) {
+	CUdevice dev;
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDeviceGetName(name, len, dev), HP_cuDeviceGetName);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_device_total(hp_driver *d, int ordinal, size_t *bytes) {
+	CUdevice dev;
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDeviceTotalMem(bytes, dev), HP_cuDeviceTotalMem);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_ctx_retain(hp_driver *d, int ordinal, CUcontext *ctx) {
+	CUdevice dev;
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDevicePrimaryCtxRetain(ctx, dev), HP_cuDevicePrimaryCtxRetain);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_ctx_release(hp_driver *d, int ordinal) {
+	CUdevice dev;
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDevicePrimaryCtxRelease(dev), HP_cuDevicePrimaryCtxRelease);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_mem_info(hp_driver *d, CUcontext ctx, size_t *freeb, size_t *total) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemGetInfo(freeb, total), HP_cuMemGetInfo);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_alloc(hp_driver *d, CUcontext ctx, size_t n, CUdeviceptr *p) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemAlloc(p, n), HP_cuMemAlloc);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_free(hp_driver *d, CUcontext ctx, CUdeviceptr p) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemFree(p), HP_cuMemFree);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_host_alloc(hp_driver *d, CUcontext ctx, size_t n, void **p) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemHostAlloc(p, n, HP_MEMHOSTALLOC_PORTABLE), HP_cuMemHostAlloc);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_host_free(hp_driver *d, CUcontext ctx, void *p) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemFreeHost(p), HP_cuMemFreeHost);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_stream_create(hp_driver *d, CUcontext ctx, CUstream *s) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuStreamCreate(s, HP_STREAM_NON_BLOCKING), HP_cuStreamCreate);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_stream_destroy(hp_driver *d, CUcontext ctx, CUstream s) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuStreamDestroy(s), HP_cuStreamDestroy);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_stream_sync(hp_driver *d, CUcontext ctx, CUstream s) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuStreamSynchronize(s), HP_cuStreamSynchronize);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_event_create(hp_driver *d, CUcontext ctx, CUevent *e) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuEventCreate(e, HP_EVENT_BLOCKING_SYNC | HP_EVENT_DISABLE_TIMING), HP_cuEventCreate);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_event_destroy(hp_driver *d, CUcontext ctx, CUevent e) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuEventDestroy(e), HP_cuEventDestroy);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_event_record(hp_driver *d, CUcontext ctx, CUevent e, CUstream s) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuEventRecord(e, s), HP_cuEventRecord);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_event_sync(hp_driver *d, CUcontext ctx, CUevent e) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuEventSynchronize(e), HP_cuEventSynchronize);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_copy_async(hp_driver *d, CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemcpyHtoDAsync(dst, src, n, s), HP_cuMemcpyHtoDAsync);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_copy_htod(hp_driver *d, CUcontext ctx, CUdeviceptr dst, const void *src, size_t n) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemcpyHtoD(dst, src, n), HP_cuMemcpyHtoD);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_copy_dtoh(hp_driver *d, CUcontext ctx, void *dst, CUdeviceptr src, size_t n) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemcpyDtoH(dst, src, n), HP_cuMemcpyDtoH);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_ipc_handle(hp_driver *d, CUcontext ctx, CUdeviceptr p, void *handle64) {
+	CUipcMemHandle h;
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuIpcGetMemHandle(&h, p), HP_cuIpcGetMemHandle);
+	memcpy(handle64, h.reserved, sizeof h.reserved);
+	return HP_RES(0, 0);
+}
+
+void *hp_lib_open(const char *path, char *err, int errlen) {
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL) snprintf(err, errlen, "%s", dlerror());
+	return lib;
+}
+
+void *hp_lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+
+long long hp_fn_ll_s(void *fn, const char *s) {
+	return ((long long (*)(const char *))fn)(s);
+}
+
+int hp_fn_i_siii(void *fn, const char *s, int a, int b, int c) {
+	return ((int (*)(const char *, int, int, int))fn)(s, a, b, c);
+}
+
+int hp_fn_i_iull(void *fn, int a, unsigned long long b) {
+	return ((int (*)(int, unsigned long long))fn)(a, b);
+}
+
+int hp_fn_i_pullpull(void *fn, const void *h, unsigned long long off, void *dst, unsigned long long n) {
+	return ((int (*)(const void *, unsigned long long, void *, unsigned long long))fn)(h, off, dst, n);
+}

@@ -1,0 +1,120 @@
+package gpu
+
+import (
+	"context"
+	"sync"
+)
+
+// fillFunc writes the bytes [off, off+len(dst)) of an allocation's image
+// into dst, a pinned buffer. It runs concurrently for different pieces.
+type fillFunc func(ctx context.Context, dst []byte, off int64) error
+
+// pump copies the image [0, total) of the allocation at dptr on dev, one
+// Options.BufferSize piece per pinned buffer. For each piece a goroutine
+// holding a buffer fills it (reads from the sources), enqueues
+// cuMemcpyHtoDAsync on the buffer's stream, records the buffer's event and
+// waits on it before the buffer goes back to the pool: so while earlier
+// pieces are on the bus, later ones are being read, and a buffer is never
+// overwritten while a copy from it may still be running. The number of
+// pieces in flight is bounded by the pool, shared by every staging.
+//
+// The first error (a fill, a driver call, or ctx) cancels the rest. When
+// pump returns, no copy into dptr is in flight and none will be issued, so
+// the caller may free it at once, even while some fill goroutines are still
+// blocked in readers that do not honour ctx; those skip their copy when
+// they return and then give their buffer back (Copier.fills tracks them).
+func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fill fillFunc) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	gate := &copyGate{}
+	var pieces sync.WaitGroup
+	for off := int64(0); off < total; off += c.opts.BufferSize {
+		b, err := c.pool.get(ctx)
+		if err != nil {
+			break // ctx is done; its cause is the result
+		}
+		n := min(c.opts.BufferSize, total-off)
+		pieces.Add(1)
+		c.fills.Add(1)
+		go func() {
+			defer c.fills.Done()
+			defer pieces.Done()
+			if err := c.piece(ctx, gate, dev, dptr+uint64(off), b, b.mem[:n], off, fill); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		pieces.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	gate.shut()
+	return context.Cause(ctx)
+}
+
+// piece fills one pinned buffer and copies it to dst. The buffer is given
+// back only once no copy from it can be running.
+func (c *Copier) piece(ctx context.Context, gate *copyGate, dev int, dst uint64, b *pinned, mem []byte, off int64, fill fillFunc) error {
+	defer c.pool.put(b)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := fill(ctx, mem, off); err != nil {
+		return err
+	}
+	if !gate.enter() {
+		return nil // pump gave up; dst may already be freed
+	}
+	defer gate.leave()
+	if ctx.Err() != nil {
+		return nil
+	}
+	stream := b.idx % c.opts.Streams
+	err := c.drv.copyAsync(dev, stream, dst, mem)
+	if err == nil {
+		err = c.drv.record(dev, b.idx, stream)
+	}
+	if err == nil {
+		err = c.drv.wait(dev, b.idx)
+	}
+	if err != nil {
+		// The copy may still be queued behind a failed record or wait:
+		// drain the stream before the buffer or the allocation is reused.
+		_ = c.drv.syncStream(dev, stream)
+	}
+	return err
+}
+
+// copyGate lets pump stop new copies into an allocation and wait for those
+// already issued, without waiting for fills still inside readers.
+type copyGate struct {
+	mu     sync.Mutex
+	closed bool // guarded by mu; no copy may start once set
+	copies sync.WaitGroup
+}
+
+// enter reports whether a copy may start; if so, leave must follow.
+func (g *copyGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.copies.Add(1)
+	return true
+}
+
+func (g *copyGate) leave() { g.copies.Done() }
+
+// shut forbids new copies and waits for those in flight.
+func (g *copyGate) shut() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.copies.Wait()
+}
