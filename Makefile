@@ -18,10 +18,13 @@ run: build
 # end-to-end test, then every Go test with -race.
 test: lint e2e-deps
 	$(GO) test $(TEST_FLAGS) ./...
+	# The cgo CUDA copier against a fake driver built from C in the test.
+	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags cuda ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
 e2e-deps:

@@ -58,6 +58,10 @@ func addServeFlags(fs *pflag.FlagSet) {
 	fs.Duration("access-ttl", d.AccessTTL, "how long a token's access decision from upstream is reused (revocation delay)")
 	fs.Duration("fill-timeout", d.FillTimeout, "limit for one upstream range request")
 	fs.Duration("stall-timeout", d.StallTimeout, "an upstream body making no progress this long is abandoned")
+	fs.String("admin-listen", d.AdminListen, "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it")
+	fs.String("gpu-driver-path", d.GPUDriverPath, "CUDA driver library loaded at run time (builds with -tags cuda)")
+	fs.Duration("gpu-lease-ttl", d.GPULeaseTTL, "GPU leases not released by then are freed, so a crashed consumer leaks nothing")
+	fs.String("gpu-device-budget-bytes", "0", "most device memory leases may hold per GPU; 0 = 90% of the device")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 }
@@ -75,6 +79,8 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		"read-ahead": d.ReadAhead, "upstream-parallelism": d.UpstreamConns,
 		"revision-ttl": d.RevisionTTL, "url-ttl": d.URLTTL, "access-ttl": d.AccessTTL, "fill-timeout": d.FillTimeout,
 		"stall-timeout": d.StallTimeout, "log-level": d.LogLevel, "log-format": d.LogFormat,
+		"admin-listen": d.AdminListen, "gpu-driver-path": d.GPUDriverPath, "gpu-lease-ttl": d.GPULeaseTTL,
+		"gpu-device-budget-bytes": "0",
 	} {
 		v.SetDefault(key, val)
 	}
@@ -107,12 +113,16 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		StallTimeout:  v.GetDuration("stall-timeout"),
 		LogLevel:      v.GetString("log-level"),
 		LogFormat:     v.GetString("log-format"),
+		AdminListen:   v.GetString("admin-listen"),
+		GPUDriverPath: v.GetString("gpu-driver-path"),
+		GPULeaseTTL:   v.GetDuration("gpu-lease-ttl"),
 	}
 	for key, dst := range map[string]*int64{
-		"cache-max-bytes":      &cfg.CacheMaxBytes,
-		"cache-min-free-bytes": &cfg.MinFreeBytes,
-		"block-size":           &cfg.BlockSize,
-		"chunk-size":           &cfg.ChunkSize,
+		"cache-max-bytes":         &cfg.CacheMaxBytes,
+		"cache-min-free-bytes":    &cfg.MinFreeBytes,
+		"block-size":              &cfg.BlockSize,
+		"gpu-device-budget-bytes": &cfg.GPUDeviceBudgetBytes,
+		"chunk-size":              &cfg.ChunkSize,
 	} {
 		n, err := parseSize(v.GetString(key))
 		if err != nil {

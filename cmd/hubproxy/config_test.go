@@ -66,3 +66,27 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestAdminListenerIsLocalOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:9000", ":9000", "10.0.0.1:9000", "example.com:9000", "nonsense"} {
+		if ln, err := listenAdmin(addr); err == nil {
+			ln.Close()
+			t.Errorf("admin-listen %q accepted", addr)
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "sub", "admin.sock")
+	ln, err := listenAdmin("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode %v, %v", fi.Mode(), err)
+	}
+	ln.Close()
+	if ln, err := listenAdmin("127.0.0.1:0"); err != nil {
+		t.Errorf("loopback refused: %v", err)
+	} else {
+		ln.Close()
+	}
+}

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,17 +43,17 @@ func serve(ctx context.Context, cfg app.Config) error {
 	if err != nil {
 		return err
 	}
-	handler, cleanup, err := app.New(cfg, log)
+	h, err := app.Build(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer h.Close()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           h.Main,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
@@ -57,6 +61,19 @@ func serve(ctx context.Context, cfg app.Config) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("hubproxy serving", "addr", ln.Addr().String(), "upstream", cfg.Upstream, "cache_dir", cfg.CacheDir, "offline", cfg.Offline)
+	if cfg.AdminListen != "" {
+		aln, err := listenAdmin(cfg.AdminListen)
+		if err != nil {
+			// The hub API is what clients need; a missing admin socket
+			// (e.g. no /run/hubproxy outside a container) is not fatal.
+			log.Warn("admin API disabled", "admin_listen", cfg.AdminListen, "err", err)
+		} else {
+			admin := &http.Server{Handler: h.Admin, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+			go admin.Serve(aln)
+			defer admin.Close()
+			log.Info("admin API serving", "addr", aln.Addr().String())
+		}
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -69,4 +86,36 @@ func serve(ctx context.Context, cfg app.Config) error {
 		return err
 	}
 	return nil
+}
+
+// listenAdmin opens the admin listener: a Unix socket (mode 0660, so a
+// consumer in the same pod group can connect) or a loopback TCP address.
+// Anything reachable from outside the host is refused: the admin API spends
+// GPU memory.
+func listenAdmin(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(path) // a stale socket from a previous run
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		return ln, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin-listen %q: want unix:///path or host:port", addr)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("admin-listen %q: must be a Unix socket or a loopback address", addr)
+	}
+	return net.Listen("tcp", addr)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/server"
@@ -47,8 +48,16 @@ type Config struct {
 	LogLevel      string        `mapstructure:"log-level"`
 	LogFormat     string        `mapstructure:"log-format"`
 
+	// GPU staging (admin API).
+	AdminListen          string        `mapstructure:"admin-listen"`
+	GPUDriverPath        string        `mapstructure:"gpu-driver-path"`
+	GPULeaseTTL          time.Duration `mapstructure:"gpu-lease-ttl"`
+	GPUDeviceBudgetBytes int64         `mapstructure:"gpu-device-budget-bytes"`
+
 	// Transport overrides the upstream HTTP transport (tests).
 	Transport http.RoundTripper `mapstructure:"-"`
+	// Stager overrides the GPU copier (tests).
+	Stager server.Stager `mapstructure:"-"`
 }
 
 // Defaults returns the configuration hubproxy serve runs with when nothing is
@@ -70,6 +79,9 @@ func Defaults() Config {
 		StallTimeout:  30 * time.Second,
 		LogLevel:      "info",
 		LogFormat:     "text",
+		AdminListen:   "unix:///run/hubproxy/admin.sock",
+		GPUDriverPath: "libcuda.so.1",
+		GPULeaseTTL:   10 * time.Minute,
 	}
 }
 
@@ -96,13 +108,33 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// New builds hubproxy from cfg. The returned cleanup closes the cache.
+// New builds hubproxy from cfg and returns its main handler. The returned
+// cleanup closes the cache.
 func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
+	h, err := Build(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.Main, h.Close, nil
+}
+
+// Handlers are hubproxy's two listeners' handlers: the hub-compatible API and
+// the admin API (GPU staging, cache stats), which must only be served on a
+// Unix socket or loopback.
+type Handlers struct {
+	Main  http.Handler
+	Admin http.Handler
+	// Close releases the cache and any GPU memory.
+	Close func() error
+}
+
+// Build builds hubproxy from cfg.
+func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -120,7 +152,7 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		StallTimeout:  cfg.StallTimeout,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("upstream client: %w", err)
+		return nil, fmt.Errorf("upstream client: %w", err)
 	}
 	store, err := cache.Open(cache.Options{
 		Dir:          cfg.CacheDir,
@@ -134,7 +166,7 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		Logger:       log.With("component", "cache"),
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
+		return nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
 	}
 	metrics.RegisterStore(reg, func() metrics.StoreStats {
 		st := store.Stats()
@@ -167,7 +199,43 @@ func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:          newReadiness(cfg, transport).check,
 	})
-	return srv, store.Close, nil
+	stager := cfg.Stager
+	var closeGPU func() error
+	if stager == nil {
+		c, err := gpu.Open(gpu.Options{
+			DriverPath:   cfg.GPUDriverPath,
+			LeaseTTL:     cfg.GPULeaseTTL,
+			DeviceBudget: cfg.GPUDeviceBudgetBytes,
+		})
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("gpu: %w", err)
+		}
+		if !c.Available() {
+			_, why := c.Devices()
+			log.Info("GPU staging unavailable", "reason", why)
+		}
+		stager, closeGPU = c, c.Close
+	}
+	m.RegisterGPU(reg, func() (int, int64) {
+		ls := stager.Leases()
+		var b int64
+		for _, l := range ls {
+			b += l.Bytes
+		}
+		return len(ls), b
+	})
+	admin := srv.Admin(server.AdminOptions{
+		Stager:  stager,
+		Stats:   func() any { return store.Stats() },
+		OnStage: m.ObserveStage,
+	})
+	return &Handlers{Main: srv, Admin: admin, Close: func() error {
+		if closeGPU != nil {
+			closeGPU()
+		}
+		return store.Close()
+	}}, nil
 }
 
 // The wiring asserts the consumer-side interfaces here, where both sides meet.

@@ -25,6 +25,8 @@ type Metrics struct {
 	HeaderParses    *prometheus.CounterVec   // result: parsed, cached, invalid
 	AccessDecisions *prometheus.CounterVec   // decision: allowed, denied, unverifiable
 	CacheBypass     prometheus.Counter       // reads served past a failing cache
+
+	gpu *gpuMetrics // set by RegisterGPU
 }
 
 // Route classes, cache results and upstream kinds: the only label values.
@@ -188,4 +190,45 @@ func RegisterStore(reg prometheus.Registerer, stats func() StoreStats) {
 		counter("cache_promotions_total", "Partial files verified and promoted to blobs.", func(s StoreStats) float64 { return float64(s.Promotions) }),
 		counter("cache_verify_failures_total", "Partial files discarded because their hash did not match.", func(s StoreStats) float64 { return float64(s.VerifyFailed) }),
 	)
+}
+
+// GPU metrics are created on demand by RegisterGPU; ObserveStage is a no-op
+// before that.
+type gpuMetrics struct {
+	stagedBytes prometheus.Counter
+	stageSecs   prometheus.Histogram
+	throughput  prometheus.Histogram
+}
+
+// RegisterGPU exposes GPU staging: bytes staged, staging time and
+// throughput, and, read at scrape time from leases, the live leases and the
+// device bytes they hold.
+func (m *Metrics) RegisterGPU(reg prometheus.Registerer, leases func() (count int, bytes int64)) {
+	g := &gpuMetrics{
+		stagedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "gpu_staged_bytes_total",
+			Help: "Bytes copied onto GPUs by staging requests."}),
+		stageSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_seconds",
+			Help: "Wall time of one staging request, reads from the cache included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		throughput: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_throughput_gigabytes_per_second",
+			Help: "Throughput of one staging request in GB/s (10^9 bytes).", Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 15, 20, 25, 35, 50}}),
+	}
+	reg.MustRegister(g.stagedBytes, g.stageSecs, g.throughput,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "gpu_leases",
+			Help: "Live GPU leases."}, func() float64 { n, _ := leases(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "gpu_leased_bytes",
+			Help: "Device bytes held by live GPU leases."}, func() float64 { _, b := leases(); return float64(b) }),
+	)
+	m.gpu = g
+}
+
+// ObserveStage records one successful staging.
+func (m *Metrics) ObserveStage(bytes int64, seconds float64) {
+	if m == nil || m.gpu == nil {
+		return
+	}
+	m.gpu.stagedBytes.Add(float64(bytes))
+	m.gpu.stageSecs.Observe(seconds)
+	if seconds > 0 {
+		m.gpu.throughput.Observe(float64(bytes) / seconds / 1e9)
+	}
 }

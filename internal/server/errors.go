@@ -9,6 +9,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/tensor"
@@ -37,6 +38,7 @@ func toHTTPError(err error) httpError {
 		req    *requestError
 		nf     *tensor.NotFoundError
 		fileE  *tensor.FileError
+		drv    *gpu.DriverError
 	)
 	switch {
 	case errors.As(err, &inv):
@@ -45,6 +47,14 @@ func toHTTPError(err error) httpError {
 		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: req.msg}
 	case errors.As(err, &nf):
 		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: nf.Error()}
+	case errors.Is(err, gpu.ErrUnavailable):
+		return httpError{status: http.StatusServiceUnavailable, code: "GPUUnavailable", msg: err.Error()}
+	case errors.Is(err, gpu.ErrBadDevice), errors.Is(err, gpu.ErrBadRequest):
+		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: err.Error()}
+	case errors.Is(err, gpu.ErrBudget), errors.As(err, &drv) && drv.Code == 2: // CUDA_ERROR_OUT_OF_MEMORY
+		return httpError{status: http.StatusInsufficientStorage, code: "GPUMemory", msg: err.Error()}
+	case errors.As(err, &drv):
+		return httpError{status: http.StatusInternalServerError, code: "GPUDriver", msg: drv.Error()}
 	case errors.Is(err, errNoRoute):
 		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"}
 	case errors.As(err, &status) && status.Code < 500 && status.Code != http.StatusTooManyRequests:

@@ -26,6 +26,7 @@ type env struct {
 	t     *testing.T
 	hub   *hubtest.Hub
 	proxy *httptest.Server
+	admin http.Handler // the admin API of the running proxy
 	dir   string
 	cfg   app.Config
 }
@@ -47,12 +48,12 @@ func newEnv(t *testing.T, hopts hubtest.Options, tweak func(*app.Config)) *env {
 // start (re)starts hubproxy on the same cache dir.
 func (e *env) start() {
 	e.t.Helper()
-	handler, cleanup, err := app.New(e.cfg, nil)
+	h, err := app.Build(e.cfg, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.proxy = httptest.NewServer(handler)
-	e.t.Cleanup(func() { e.proxy.Close(); cleanup() })
+	e.proxy, e.admin = httptest.NewServer(h.Main), h.Admin
+	e.t.Cleanup(func() { e.proxy.Close(); h.Close() })
 }
 
 func (e *env) do(method, path string, hdr ...string) (*http.Response, []byte) {

@@ -72,3 +72,14 @@ var Routes = []Route{
 	{"GET", "/models/{repo}/safetensors", "/models/org/model/safetensors?name=embed.weight&prefix=lm_"},
 	{"HEAD", "/models/{repo}/safetensors", "/models/org/model/safetensors?prefix=embed"},
 }
+
+// AdminRoutes are the operations of the admin listener (admin.go), which is
+// served only on a Unix socket or loopback. They are documented in the same
+// api/openapi.yaml; admin_test.go exercises them.
+var AdminRoutes = []Route{
+	{"GET", "/gpu/devices", "/gpu/devices"},
+	{"POST", "/gpu/stage", "/gpu/stage"},
+	{"GET", "/gpu/leases", "/gpu/leases"},
+	{"DELETE", "/gpu/leases/{id}", "/gpu/leases/lease-1"},
+	{"GET", "/cache/stats", "/cache/stats"},
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"sort"
+	"sync"
 
 	"github.com/hubproxy/hubproxy/internal/header"
 )
@@ -35,7 +36,8 @@ type Assembly struct {
 	size   int64
 	prefix []byte // bytes served before the pieces (a subset file's header)
 
-	announced int // the run last announced to its blob, -1 for none
+	mu        sync.Mutex
+	announced int // the run last announced to its blob, -1 for none; guarded by mu
 }
 
 // NewAssembly lays prefix and then pieces end to end. Pieces of the same
@@ -72,8 +74,9 @@ func (a *Assembly) Present() int64 {
 // Size is the assembled length.
 func (a *Assembly) Size() int64 { return a.size }
 
-// ReadAt reads assembled bytes. It is meant for one reader at a time (as
-// http.ServeContent is): it remembers which run it announced last.
+// ReadAt reads assembled bytes. It is safe for concurrent use (the GPU
+// stager reads pieces in parallel); read-ahead works best for one sequential
+// reader, as http.ServeContent is.
 func (a *Assembly) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errors.New("tensor: negative offset")
@@ -86,11 +89,13 @@ func (a *Assembly) ReadAt(p []byte, off int64) (int, error) {
 		pos := off + int64(n)
 		i := sort.Search(len(a.pieces), func(i int) bool { return a.pieces[i].at+a.pieces[i].Len > pos })
 		pc := a.pieces[i]
+		a.mu.Lock()
 		if pc.run != a.announced {
 			r := a.runs[pc.run]
 			r.blob.Expect(r.off, r.end)
 			a.announced = pc.run
 		}
+		a.mu.Unlock()
 		within := pos - pc.at
 		want := min(int64(len(p)-n), pc.Len-within)
 		m, err := pc.Blob.ReadAt(p[n:n+int(want)], pc.Off+within)

@@ -1,0 +1,256 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hubproxy/hubproxy/internal/gpu"
+	"github.com/hubproxy/hubproxy/internal/header"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/tensor"
+)
+
+// The admin API (DESIGN.md "HTTP surface") spends GPU memory, so it is served
+// only on the admin listener: a Unix socket or loopback, never the pod IP.
+//
+//	GET    /gpu/devices        devices, memory, what is leased
+//	POST   /gpu/stage          stage tensors onto a device as one lease
+//	GET    /gpu/leases         live leases
+//	DELETE /gpu/leases/{id}    release a lease (idempotent)
+//	GET    /cache/stats        the cache's counters
+
+// Stager is the GPU copier as the admin API uses it.
+type Stager interface {
+	Available() bool
+	Devices() ([]gpu.Device, error)
+	Stage(ctx context.Context, device int, srcs []gpu.Source) (*gpu.Lease, error)
+	Leases() []gpu.Lease
+	Release(id string) error
+}
+
+// AdminOptions configures the admin handler.
+type AdminOptions struct {
+	Stager Stager
+	// Stats, when set, is served at /cache/stats.
+	Stats func() any
+	// OnStage is told the bytes and seconds of each successful staging.
+	OnStage func(bytes int64, seconds float64)
+}
+
+// Admin returns the admin API handler. It shares the server's resolver,
+// cache and tensor service, so staging a cold tensor streams it from upstream
+// through the cache, with the caller's own access checked.
+func (s *Server) Admin(opts AdminOptions) http.Handler {
+	a := &admin{s: s, opts: opts}
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.accessLog)
+	r.Get("/gpu/devices", a.devices)
+	r.Post("/gpu/stage", a.stage)
+	r.Get("/gpu/leases", a.leases)
+	r.Delete("/gpu/leases/{id}", a.release)
+	r.Get("/cache/stats", a.stats)
+	return r
+}
+
+type admin struct {
+	s    *Server
+	opts AdminOptions
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func (a *admin) devices(w http.ResponseWriter, r *http.Request) {
+	if !a.opts.Stager.Available() {
+		_, err := a.opts.Stager.Devices()
+		writeJSON(w, http.StatusOK, map[string]any{"available": false, "reason": errString(err), "devices": []gpu.Device{}})
+		return
+	}
+	devs, err := a.opts.Stager.Devices()
+	if err != nil {
+		a.s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"available": true, "devices": devs})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// StageRequest is the body of POST /gpu/stage.
+type StageRequest struct {
+	Repo     string   `json:"repo"`
+	Revision string   `json:"revision"`
+	File     string   `json:"file,omitempty"`
+	Names    []string `json:"names,omitempty"`
+	Prefix   string   `json:"prefix,omitempty"`
+	Shard    string   `json:"shard,omitempty"` // "dim:rank/world", applied to every tensor
+	Device   int      `json:"device"`
+}
+
+// StagedTensor is one tensor of a lease.
+type StagedTensor struct {
+	Name   string   `json:"name"`
+	DType  string   `json:"dtype"`
+	Shape  []uint64 `json:"shape"`
+	Offset int64    `json:"offset"`
+	Bytes  int64    `json:"bytes"`
+}
+
+// StageResponse is the answer of POST /gpu/stage.
+type StageResponse struct {
+	Lease     string         `json:"lease"`
+	Device    int            `json:"device"`
+	IPCHandle string         `json:"ipc_handle"` // base64 of the 64-byte CUipcMemHandle
+	Bytes     int64          `json:"bytes"`
+	Seconds   float64        `json:"seconds"`
+	GBps      float64        `json:"gbps"`
+	Expires   time.Time      `json:"expires"`
+	Commit    string         `json:"commit"`
+	Tensors   []StagedTensor `json:"tensors"`
+}
+
+const maxStageBody = 1 << 20
+
+func (a *admin) stage(w http.ResponseWriter, r *http.Request) {
+	var req StageRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxStageBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		a.s.writeError(w, r, &requestError{"stage request: " + err.Error()})
+		return
+	}
+	if !a.opts.Stager.Available() {
+		_, err := a.opts.Stager.Devices()
+		a.s.writeError(w, r, err)
+		return
+	}
+	repo, err := hub.ParseRepo(hub.Model, req.Repo)
+	if err != nil {
+		a.s.writeError(w, r, err)
+		return
+	}
+	if req.Revision == "" {
+		req.Revision = "main"
+	}
+	if err := hub.ValidRevision(req.Revision); err != nil {
+		a.s.writeError(w, r, err)
+		return
+	}
+	if len(req.Names) == 0 && req.Prefix == "" {
+		a.s.writeError(w, r, &requestError{"names or prefix is required"})
+		return
+	}
+	auth := r.Header.Get("Authorization")
+	l, files, sel, err := a.s.tensors.Select(r.Context(), auth, repo, req.Revision, req.File, req.Names, []string{req.Prefix})
+	if err != nil {
+		a.s.writeError(w, r, err)
+		return
+	}
+	tensor.SortByPlace(sel)
+	blobs := map[int]tensor.Blob{}
+	defer func() {
+		for _, b := range blobs {
+			b.Close()
+		}
+	}()
+	srcs := make([]gpu.Source, 0, len(sel))
+	out := StageResponse{Commit: l.Commit, Tensors: make([]StagedTensor, 0, len(sel))}
+	for _, x := range sel {
+		b, ok := blobs[x.File]
+		if !ok {
+			if _, b, err = a.s.files.Open(r.Context(), auth, repo, l.Commit, files[x.File].Path); err != nil {
+				a.s.writeError(w, r, err)
+				return
+			}
+			blobs[x.File] = b
+		}
+		t := x.Tensor
+		ranges, shape := []header.ByteRange{{Off: 0, Len: t.Len()}}, t.Shape
+		if req.Shard != "" {
+			dim, rank, world, err := header.ParseShardSpec(req.Shard)
+			if err == nil {
+				ranges, shape, err = t.Shard(dim, rank, world)
+			}
+			if err != nil {
+				a.s.writeError(w, r, &requestError{"shard " + req.Shard + " of " + t.Name + ": " + err.Error()})
+				return
+			}
+		}
+		asm := tensor.NewAssembly(nil, tensor.TensorPieces(files[x.File], t, ranges, b), a.s.opts.TensorMerge)
+		srcs = append(srcs, gpu.Source{Name: t.Name, R: asm, Off: 0, Len: asm.Size()})
+		out.Tensors = append(out.Tensors, StagedTensor{Name: t.Name, DType: string(t.DType), Shape: shape, Bytes: asm.Size()})
+	}
+	lease, err := a.opts.Stager.Stage(r.Context(), req.Device, srcs)
+	if err != nil {
+		a.s.writeError(w, r, err)
+		return
+	}
+	for i, p := range lease.Placements {
+		out.Tensors[i].Offset = p.Offset
+	}
+	out.Lease, out.Device, out.Bytes, out.Expires = lease.ID, lease.Device, lease.Bytes, lease.Expires
+	out.IPCHandle = base64.StdEncoding.EncodeToString(lease.IPCHandle)
+	out.Seconds = lease.Elapsed.Seconds()
+	if out.Seconds > 0 {
+		out.GBps = float64(lease.Bytes) / out.Seconds / 1e9
+	}
+	if a.opts.OnStage != nil {
+		a.opts.OnStage(lease.Bytes, out.Seconds)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) leases(w http.ResponseWriter, r *http.Request) {
+	ls := a.opts.Stager.Leases()
+	type leaseJSON struct {
+		ID      string          `json:"lease"`
+		Device  int             `json:"device"`
+		Bytes   int64           `json:"bytes"`
+		Expires time.Time       `json:"expires"`
+		Tensors []gpu.Placement `json:"tensors"`
+	}
+	out := make([]leaseJSON, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, leaseJSON{ID: l.ID, Device: l.Device, Bytes: l.Bytes, Expires: l.Expires, Tensors: l.Placements})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"leases": out})
+}
+
+func (a *admin) release(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/\\\x00") {
+		a.s.writeError(w, r, &requestError{"invalid lease id"})
+		return
+	}
+	if err := a.opts.Stager.Release(id); err != nil && !errors.Is(err, gpu.ErrUnknownLease) {
+		a.s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *admin) stats(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Stats == nil {
+		a.s.writeError(w, r, errNoRoute)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.opts.Stats())
+}

@@ -1,0 +1,222 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/gpu"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/server"
+)
+
+// fakeStager "stages" into host memory: one buffer per lease, sources packed
+// at 256-byte alignment, read concurrently as the real copier reads them.
+type fakeStager struct {
+	mu     sync.Mutex
+	leases map[string]*gpu.Lease
+	mem    map[string][]byte
+}
+
+func (f *fakeStager) Available() bool { return true }
+func (f *fakeStager) Devices() ([]gpu.Device, error) {
+	return []gpu.Device{{Index: 0, Name: "Fake GPU", TotalBytes: 1 << 30}}, nil
+}
+
+func (f *fakeStager) Stage(ctx context.Context, device int, srcs []gpu.Source) (*gpu.Lease, error) {
+	if device != 0 {
+		return nil, gpu.ErrBadDevice
+	}
+	l := &gpu.Lease{ID: fmt.Sprintf("lease-%d", len(f.leases)+1), Device: device, IPCHandle: make([]byte, 64), Expires: time.Now().Add(time.Minute)}
+	var off int64
+	for _, s := range srcs {
+		l.Placements = append(l.Placements, gpu.Placement{Name: s.Name, Offset: off, Len: s.Len})
+		off = (off + s.Len + 255) &^ 255
+	}
+	mem := make([]byte, off)
+	var wg sync.WaitGroup
+	errs := make([]error, len(srcs))
+	for i, s := range srcs {
+		wg.Add(1)
+		go func() { // halves in parallel, like the pinned-buffer pipeline
+			defer wg.Done()
+			p := l.Placements[i]
+			half := s.Len / 2
+			if _, err := s.R.ReadAt(mem[p.Offset+half:p.Offset+s.Len], s.Off+half); err != nil && err != io.EOF {
+				errs[i] = err
+			}
+			if _, err := s.R.ReadAt(mem[p.Offset:p.Offset+half], s.Off); err != nil && err != io.EOF {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, &gpu.SourceError{Err: err}
+		}
+	}
+	l.Bytes = off
+	l.Elapsed = time.Millisecond
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leases[l.ID], f.mem[l.ID] = l, mem
+	return l, nil
+}
+
+func (f *fakeStager) Leases() []gpu.Lease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []gpu.Lease
+	for _, l := range f.leases {
+		out = append(out, *l)
+	}
+	return out
+}
+
+func (f *fakeStager) Release(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.leases[id]; !ok {
+		return gpu.ErrUnknownLease
+	}
+	delete(f.leases, id)
+	delete(f.mem, id)
+	return nil
+}
+
+// newAdmin restarts e's proxy with st as its GPU copier and serves its
+// admin API.
+func newAdmin(t *testing.T, e *env, st server.Stager) *httptest.Server {
+	t.Helper()
+	e.cfg.Stager = st
+	e.start()
+	srv := httptest.NewServer(e.admin)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestAdminStagesTensorsAndShards(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	files := hubtest.ShardedModel("model", 2, 3, 64, 48)
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: files})
+	st := &fakeStager{leases: map[string]*gpu.Lease{}, mem: map[string][]byte{}}
+	admin := newAdmin(t, e, st)
+
+	_, body := e.do(http.MethodGet, "/models/org/model/tensors")
+	var l listing
+	json.Unmarshal(body, &l)
+	src := func(name string) []byte {
+		for _, te := range l.Tensors {
+			if te.Name == name {
+				for _, f := range files {
+					if f.Path == te.File {
+						return f.Data[te.Offset : te.Offset+te.Length]
+					}
+				}
+			}
+		}
+		t.Fatalf("no tensor %s", name)
+		return nil
+	}
+	post := func(req string) (int, server.StageResponse, string) {
+		resp, err := http.Post(admin.URL+"/gpu/stage", "application/json", strings.NewReader(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out server.StageResponse
+		json.Unmarshal(raw, &out)
+		return resp.StatusCode, out, string(raw)
+	}
+
+	names := []string{l.Tensors[0].Name, l.Tensors[4].Name}
+	code, out, raw := post(fmt.Sprintf(`{"repo":"org/model","names":["%s","%s"],"device":0}`, names[0], names[1]))
+	if code != 200 || len(out.Tensors) != 2 {
+		t.Fatalf("stage: %d %s", code, raw)
+	}
+	if b, _ := base64.StdEncoding.DecodeString(out.IPCHandle); len(b) != 64 {
+		t.Errorf("ipc handle %q", out.IPCHandle)
+	}
+	mem := st.mem[out.Lease]
+	for _, te := range out.Tensors {
+		if !bytes.Equal(mem[te.Offset:te.Offset+te.Bytes], src(te.Name)) {
+			t.Errorf("%s staged bytes differ", te.Name)
+		}
+	}
+	// A tensor-parallel shard of every tensor under a prefix: rank 1 of 2 along dim 1.
+	code, out, raw = post(`{"repo":"org/model","prefix":"` + strings.Split(l.Tensors[0].Name, ".")[0] + `","shard":"1:1/2","device":0}`)
+	if code != 200 || len(out.Tensors) != len(l.Tensors) {
+		t.Fatalf("stage shard: %d %s", code, raw)
+	}
+	mem = st.mem[out.Lease]
+	for _, te := range out.Tensors {
+		full := src(te.Name)
+		var want bytes.Buffer
+		for row := range 64 {
+			want.Write(full[row*48*2+24*2 : (row+1)*48*2]) // BF16 columns 24..48
+		}
+		if fmt.Sprint(te.Shape) != "[64 24]" || !bytes.Equal(mem[te.Offset:te.Offset+te.Bytes], want.Bytes()) {
+			t.Errorf("%s shard: shape %v, bytes equal %v", te.Name, te.Shape, bytes.Equal(mem[te.Offset:te.Offset+te.Bytes], want.Bytes()))
+		}
+	}
+	// Leases list and release (idempotent).
+	resp, _ := http.Get(admin.URL + "/gpu/leases")
+	var ls struct{ Leases []map[string]any }
+	json.NewDecoder(resp.Body).Decode(&ls)
+	resp.Body.Close()
+	if len(ls.Leases) != 2 {
+		t.Errorf("%d leases, want 2", len(ls.Leases))
+	}
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodDelete, admin.URL+"/gpu/leases/"+out.Lease, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("release: %v %d", err, resp.StatusCode)
+		}
+	}
+	// Bad requests.
+	for _, bad := range []string{`{"repo":"org/model","device":0}`, `{"repo":"../x","names":["a"]}`, `{"repo":"org/model","names":["nope"]}`, `{"repo":"org/model","names":["` + names[0] + `"],"device":7}`, `{"bogus":1}`} {
+		if code, _, raw := post(bad); code < 400 || code >= 500 {
+			t.Errorf("%s: %d %s, want a 4xx", bad, code, raw)
+		}
+	}
+}
+
+func TestAdminWithoutCUDA(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	c, err := gpu.Open(gpu.Options{DriverPath: "/nonexistent/libcuda.so.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	admin := newAdmin(t, e, c)
+	resp, err := http.Get(admin.URL + "/gpu/devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Available bool
+		Reason    string
+	}
+	json.NewDecoder(resp.Body).Decode(&d)
+	resp.Body.Close()
+	if d.Available || d.Reason == "" {
+		t.Errorf("devices without CUDA: %+v", d)
+	}
+	resp, _ = http.Post(admin.URL+"/gpu/stage", "application/json", strings.NewReader(`{"repo":"org/model","names":["w"]}`))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Error-Code") != "GPUUnavailable" {
+		t.Errorf("stage without CUDA: %d %s", resp.StatusCode, resp.Header.Get("X-Error-Code"))
+	}
+}
