@@ -89,6 +89,7 @@ type Store struct {
 	stats      counters
 	waiters    atomic.Int64 // readers blocked in ensure
 
+	lock    *dirLock // held from Open to Close
 	closeMu sync.RWMutex
 	closed  bool           // guarded by closeMu
 	wg      sync.WaitGroup // fills and promotions; Add only under closeMu with !closed
@@ -115,7 +116,12 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
 	}
+	lock, err := lockDir(p.root)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkVersion(p); err != nil {
+		lock.unlock()
 		return nil, err
 	}
 	// Temp files of a previous process are garbage: nothing refers to them.
@@ -126,6 +132,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
+		lock:   lock,
 		opts:   opts,
 		paths:  p,
 		log:    opts.Logger,
@@ -139,6 +146,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if err := s.load(); err != nil {
 		cancel()
+		lock.unlock()
 		return nil, err
 	}
 	s.evictFor()
@@ -199,6 +207,7 @@ func (s *Store) Close() error {
 		}
 		it.mu.Unlock()
 	}
+	errs = append(errs, s.lock.unlock())
 	return errors.Join(errs...)
 }
 
