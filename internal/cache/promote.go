@@ -2,12 +2,9 @@ package cache
 
 import (
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,18 +13,6 @@ import (
 	"github.com/hubproxy/hubproxy/internal/cache/ranges"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
-
-// newHash returns the hash an etag of kind names, primed for a file of size
-// bytes: sha256 of the content for LFS oids, and for git blob ids
-// sha1("blob <size>\x00" + content).
-func newHash(kind hub.HashKind, size int64) hash.Hash {
-	if kind == hub.HashGitSHA1 {
-		h := sha1.New()
-		fmt.Fprintf(h, "blob %d\x00", size)
-		return h
-	}
-	return sha256.New()
-}
 
 // ctxReader stops a long read (hashing a large file) when ctx ends.
 type ctxReader struct {
@@ -44,7 +29,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 
 // hashFile hashes the first size bytes of f as an etag of kind.
 func hashFile(ctx context.Context, f io.ReaderAt, size int64, kind hub.HashKind) (string, error) {
-	h := newHash(kind, size)
+	h := hub.NewHash(kind, size)
 	n, err := io.Copy(h, ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, size)})
 	if err != nil {
 		return "", err

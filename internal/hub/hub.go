@@ -8,7 +8,10 @@
 package hub
 
 import (
+	"crypto/sha1"
+	"crypto/sha256"
 	"fmt"
+	"hash"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -220,4 +223,17 @@ func ETagKind(etag string) HashKind {
 		return HashGitSHA1
 	}
 	return HashUnknown
+}
+
+// NewHash returns the hash an ETag of kind names, primed for content of size
+// bytes: sha256 of the content for LFS oids, and for git blob ids
+// sha1("blob <size>\x00" + content). Write the content, then compare the hex
+// of Sum with the ETag.
+func NewHash(kind HashKind, size int64) hash.Hash {
+	if kind == HashGitSHA1 {
+		h := sha1.New()
+		fmt.Fprintf(h, "blob %d\x00", size)
+		return h
+	}
+	return sha256.New()
 }
