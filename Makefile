@@ -4,15 +4,26 @@ BIN := bin/hubproxy
 # Packages whose tests exercise concurrency run under the race detector; that is all of them.
 TEST_FLAGS ?= -race -timeout 15m
 
-.PHONY: all build run test lint e2e-deps clean
+.PHONY: all build build-cuda run demo test lint e2e-deps clean
 
 all: build
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION) -X main.buildCommit=$(shell git rev-parse HEAD 2>/dev/null)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hubproxy
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hubproxy
+
+# build-cuda: GPU staging; needs gcc, not the CUDA toolkit.
+build-cuda:
+	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hubproxy
 
 run: build
 	./$(BIN) serve
+
+# demo: a small synthetic model served offline, with curl lines to try.
+demo: build
+	./$(BIN) demo
 
 # test is what CI runs (.ci/run): static checks, the npm client for the
 # end-to-end test, then every Go test with -race.
@@ -20,6 +31,7 @@ test: lint e2e-deps
 	$(GO) test $(TEST_FLAGS) ./...
 	# The cgo CUDA copier against a fake driver built from C in the test.
 	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
+	$(GO) test $(TEST_FLAGS) -tags cuda -run GPUBench ./cmd/hubproxy/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -35,3 +47,6 @@ clean:
 
 # helm-check: lint and render the chart with helm itself (also run by go test).
 include deploy/helm.mk
+
+# bench, bench-quick: hubproxy against nginx (slice cache) and direct downloads.
+include bench/bench.mk

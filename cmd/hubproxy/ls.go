@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
@@ -86,7 +88,7 @@ func fetchListing(cmd *cobra.Command, server, path string) ([]byte, error) {
 		}
 		handler, cleanup, err := app.New(cfg, nil)
 		if err != nil {
-			return nil, err
+			return nil, lockedHint(err)
 		}
 		defer cleanup()
 		req := httptest.NewRequestWithContext(cmd.Context(), http.MethodGet, path, nil)
@@ -158,4 +160,13 @@ func humanCount(n uint64) string {
 		return fmt.Sprintf("%.1fK", float64(n)/1e3)
 	}
 	return strconv.FormatUint(n, 10)
+}
+
+// lockedHint adds what to do when a command meets a cache directory that a
+// running server holds.
+func lockedHint(err error) error {
+	if errors.Is(err, cache.ErrLocked) {
+		return fmt.Errorf("%w; pass --server URL to go through the running hubproxy", err)
+	}
+	return err
 }

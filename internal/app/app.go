@@ -5,14 +5,17 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/dirhub"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -87,9 +90,12 @@ func Defaults() Config {
 
 // Validate reports the first configuration error in words a user can act on.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("upstream %q: must be an http(s) URL", c.Upstream)
+	if dir, ok := strings.CutPrefix(c.Upstream, "dir:"); ok {
+		if dir == "" {
+			return errors.New("upstream dir: needs a path, e.g. dir:/models")
+		}
+	} else if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("upstream %q: must be an http(s) URL or dir:PATH", c.Upstream)
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || u.Host == "" {
@@ -143,8 +149,20 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if transport == nil {
 		transport = fetch.DefaultTransport()
 	}
+	upstream := cfg.Upstream
+	closeDir := func() error { return nil }
+	if dir, ok := strings.CutPrefix(cfg.Upstream, "dir:"); ok {
+		// A directory of repos served as a hub, in process: for air-gapped
+		// clusters and for trying hubproxy without internet.
+		dh, err := dirhub.New(dir, dirhub.Options{Logger: log.With("component", "dirhub")})
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", cfg.Upstream, err)
+		}
+		go dh.Warm(context.Background()) // hash plain-folder files ahead of the first HEAD
+		upstream, transport, closeDir = dirhub.URL, dirhub.Transport(dh), dh.Close
+	}
 	client, err := fetch.New(fetch.Options{
-		Upstream:      cfg.Upstream,
+		Upstream:      upstream,
 		Token:         cfg.UpstreamToken,
 		RedirectHosts: cfg.RedirectHosts,
 		Transport:     m.Transport(transport),
@@ -152,6 +170,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		StallTimeout:  cfg.StallTimeout,
 	})
 	if err != nil {
+		closeDir()
 		return nil, fmt.Errorf("upstream client: %w", err)
 	}
 	store, err := cache.Open(cache.Options{
@@ -166,6 +185,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Logger:       log.With("component", "cache"),
 	})
 	if err != nil {
+		closeDir()
 		return nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
 	}
 	metrics.RegisterStore(reg, func() metrics.StoreStats {
@@ -197,7 +217,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		AccessTTL:      res.AccessTTL(),
 		Metrics:        m,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:          newReadiness(cfg, transport).check,
+		Ready:          newReadiness(cfg.CacheDir, upstream, cfg.Offline, transport).check,
 	})
 	stager := cfg.Stager
 	var closeGPU func() error
@@ -209,6 +229,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		})
 		if err != nil {
 			store.Close()
+			closeDir()
 			return nil, fmt.Errorf("gpu: %w", err)
 		}
 		if !c.Available() {
@@ -234,7 +255,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		if closeGPU != nil {
 			closeGPU()
 		}
-		return store.Close()
+		return errors.Join(store.Close(), closeDir())
 	}}, nil
 }
 

@@ -27,8 +27,8 @@ type readiness struct {
 
 const readyProbeTTL = 10 * time.Second
 
-func newReadiness(cfg Config, tr http.RoundTripper) *readiness {
-	return &readiness{dir: cfg.CacheDir, upstream: cfg.Upstream, offline: cfg.Offline, transport: tr}
+func newReadiness(dir, upstream string, offline bool, tr http.RoundTripper) *readiness {
+	return &readiness{dir: dir, upstream: upstream, offline: offline, transport: tr}
 }
 
 func (r *readiness) check(ctx context.Context) error {

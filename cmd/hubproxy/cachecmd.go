@@ -1,0 +1,292 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+)
+
+// ErrCorrupt is returned by `cache verify` when it found corrupt blobs and
+// did not remove them.
+var ErrCorrupt = errors.New("corrupt blobs found (run again with --fix to delete them; they are refetched on demand)")
+
+func newCacheCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "Inspect and maintain a cache directory",
+		Long: `cache works on a cache directory directly (--cache-dir, HUBPROXY_CACHE_DIR or the
+config file); no server needs to run. ls and du only read. verify --fix and prune
+delete files: a running server keeps serving correctly (it refetches what vanished),
+but partials it is filling may fail once, so prefer a quiet cache.`,
+	}
+	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd())
+	return cmd
+}
+
+// addCacheDirFlags declares the flags that locate the cache.
+func addCacheDirFlags(f *pflag.FlagSet) {
+	f.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
+	f.String("cache-dir", defaultCacheDir(), "cache root")
+}
+
+func cacheDir(cmd *cobra.Command) (string, error) {
+	cfg, err := loadConfig(cmd.Flags())
+	if err != nil {
+		return "", err
+	}
+	return cfg.CacheDir, nil
+}
+
+func newCacheLsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List cached repositories: files, sizes, last access",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := cacheDir(cmd)
+			if err != nil {
+				return err
+			}
+			usage, err := cache.Usage(dir)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tLAST ACCESS")
+			for _, u := range usage {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", u.Repo.ID, u.Repo.Type, u.Blobs, humanBytes(uint64(u.BlobBytes)),
+					partialCell(u), u.Snapshots, ago(u.LastAccess, time.Now()))
+			}
+			return tw.Flush()
+		},
+	}
+	addCacheDirFlags(cmd.Flags())
+	return cmd
+}
+
+func partialCell(u cache.RepoUsage) string {
+	if u.Partials == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d (%s)", u.Partials, humanBytes(uint64(u.PartialBytes)))
+}
+
+// ago prints a time with how long ago it was.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	var rel string
+	switch {
+	case d < time.Minute:
+		rel = "just now"
+	case d < time.Hour:
+		rel = fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		rel = fmt.Sprintf("%dh ago", int(d.Hours()))
+	default:
+		rel = fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	}
+	return t.Local().Format("2006-01-02 15:04") + " (" + rel + ")"
+}
+
+func newCacheDuCmd() *cobra.Command {
+	var raw bool
+	cmd := &cobra.Command{
+		Use:   "du",
+		Short: "Bytes held per repository and in total: blobs plus partial files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := cacheDir(cmd)
+			if err != nil {
+				return err
+			}
+			usage, err := cache.Usage(dir)
+			if err != nil {
+				return err
+			}
+			size := func(n int64) string {
+				if raw {
+					return strconv.FormatInt(n, 10)
+				}
+				return humanBytes(uint64(n))
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "BLOBS\tPARTIAL\tTOTAL\t  REPO")
+			var blobs, partial int64
+			for _, u := range usage {
+				blobs += u.BlobBytes
+				partial += u.PartialBytes
+				fmt.Fprintf(tw, "%s\t%s\t%s\t  %s\n", size(u.BlobBytes), size(u.PartialBytes), size(u.BlobBytes+u.PartialBytes), u.Repo)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t  total (%d repos)\n", size(blobs), size(partial), size(blobs+partial), len(usage))
+			return tw.Flush()
+		},
+	}
+	addCacheDirFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&raw, "bytes", false, "print byte counts rather than KiB/MiB/GiB")
+	return cmd
+}
+
+func newCacheVerifyCmd() *cobra.Command {
+	var (
+		fix     bool
+		workers int
+	)
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Re-hash every blob and report those that do not match their name",
+		Long: `verify re-hashes every complete blob (sha256 for 64-hex names, git blob sha1 for
+40-hex ones) and lists the corrupt ones; it exits non-zero if it finds any. With
+--fix it deletes them and the snapshot links pointing at them, so hubproxy (or
+huggingface_hub) downloads them again on the next request.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := cacheDir(cmd)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			rep, err := cache.Verify(cmd.Context(), dir, cache.VerifyOptions{Fix: fix, Workers: workers})
+			for _, c := range rep.Corrupt {
+				what := "hashes to " + c.Got
+				if c.Err != nil {
+					what = "unreadable: " + c.Err.Error()
+				}
+				action := ""
+				if c.Removed {
+					action = " (removed)"
+				}
+				fmt.Fprintf(out, "CORRUPT %s %s (%s): %s%s\n", c.Repo, c.ETag, humanBytes(uint64(c.Size)), what, action)
+			}
+			fmt.Fprintf(out, "verified %d blobs (%s): %d corrupt\n", rep.Checked, humanBytes(uint64(rep.Bytes)), len(rep.Corrupt))
+			if err != nil {
+				return err
+			}
+			if len(rep.Corrupt) > 0 && !fix {
+				return ErrCorrupt
+			}
+			return nil
+		},
+	}
+	addCacheDirFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&fix, "fix", false, "delete corrupt blobs and their snapshot links")
+	cmd.Flags().IntVar(&workers, "jobs", 2, "blobs hashed at once")
+	return cmd
+}
+
+func newCachePruneCmd() *cobra.Command {
+	var (
+		maxBytes, olderThan, staleAfter string
+		dryRun                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove least recently used files down to a size, or unused for a while",
+		Long: `prune removes whole files, least recently used first (by access time where the
+filesystem records it, else by download time): those unused for --older-than, then
+more until blobs and partials fit in --max-bytes. A blob goes with its snapshot
+links, a repository left empty goes entirely, and orphaned temporary files go
+too. Partial files written within --stale-after are kept, as a running server may
+be filling them.`,
+		Example: `  hubproxy cache prune --max-bytes 500GiB
+  hubproxy cache prune --older-than 30d --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var o cache.PruneOptions
+			var err error
+			if maxBytes == "" && olderThan == "" {
+				return errors.New("give --max-bytes, --older-than or both")
+			}
+			if maxBytes != "" {
+				if o.MaxBytes, err = parseSize(maxBytes); err != nil {
+					return fmt.Errorf("--max-bytes: %w", err)
+				}
+				if o.MaxBytes == 0 {
+					return errors.New("--max-bytes 0 would empty the cache; remove the directory instead")
+				}
+			}
+			if olderThan != "" {
+				if o.OlderThan, err = parseAge(olderThan); err != nil {
+					return fmt.Errorf("--older-than: %w", err)
+				}
+			}
+			if o.StaleAfter, err = parseAge(staleAfter); err != nil {
+				return fmt.Errorf("--stale-after: %w", err)
+			}
+			o.DryRun = dryRun
+			dir, err := cacheDir(cmd)
+			if err != nil {
+				return err
+			}
+			rep, err := cache.Prune(cmd.Context(), dir, o)
+			printPrune(cmd.OutOrStdout(), rep, o)
+			return err
+		},
+	}
+	addCacheDirFlags(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&maxBytes, "max-bytes", "", "target size of blobs plus partials (100GiB, 1.5TB, …)")
+	f.StringVar(&olderThan, "older-than", "", "remove files unused for this long (90m, 36h, 30d, 2w)")
+	f.StringVar(&staleAfter, "stale-after", "1h", "keep partial and temporary files written more recently than this")
+	f.BoolVar(&dryRun, "dry-run", false, "print what would be removed, remove nothing")
+	return cmd
+}
+
+func printPrune(w io.Writer, rep cache.PruneReport, o cache.PruneOptions) {
+	verb := "removed"
+	if o.DryRun {
+		verb = "would remove"
+	}
+	now := time.Now()
+	for _, r := range rep.Removed {
+		kind := "blob"
+		if r.Partial {
+			kind = "partial"
+		}
+		name := r.Repo.String() + " " + kind + " " + r.ETag
+		if r.Reason == "orphan" {
+			name = "orphaned file " + r.ETag
+		}
+		fmt.Fprintf(w, "%s %s (%s, last used %s) [%s]\n", verb, name, humanBytes(uint64(r.Bytes)), ago(r.LastAccess, now), r.Reason)
+	}
+	fmt.Fprintf(w, "%s %d files, %s: cache %s -> %s", verb, len(rep.Removed), humanBytes(uint64(rep.Freed)),
+		humanBytes(uint64(rep.Before)), humanBytes(uint64(rep.After)))
+	if o.MaxBytes > 0 {
+		fmt.Fprintf(w, " (target %s)", humanBytes(uint64(o.MaxBytes)))
+	}
+	fmt.Fprintln(w)
+	if rep.Over {
+		fmt.Fprintln(w, "still over the target: the rest is partial files written within --stale-after")
+	}
+}
+
+// parseAge reads a time.ParseDuration value, plus whole days ("30d") and
+// weeks ("2w"), which retention periods are usually given in.
+func parseAge(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			v, err := strconv.ParseFloat(n, 64)
+			if err != nil || v < 0 || v > 1e5 {
+				return 0, fmt.Errorf("%q is not a duration (examples: 90m, 36h, 30d, 2w)", s)
+			}
+			return time.Duration(v * float64(unit)), nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration (examples: 90m, 36h, 30d, 2w)", s)
+	}
+	return d, nil
+}

@@ -1,0 +1,32 @@
+//go:build cuda && cgo && linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGPUBenchAgainstTheFakeDriver runs the whole bench (ceilings, then a
+// synthetic model staged from a warm cache through the admin API) against
+// the C fake driver the gpu package tests use, loaded like the real one.
+func TestGPUBenchAgainstTheFakeDriver(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", lib, "../../internal/gpu/testdata/fakecuda/fakecuda.c", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the fake driver: %v\n%s", err, out)
+	}
+	var buf bytes.Buffer
+	if err := runGPUBench(context.Background(), &buf, lib, 0, 16<<20, 4<<20, 0); err != nil {
+		t.Fatalf("gpu bench: %v\n%s", err, buf.String())
+	}
+	for _, want := range []string{"pinned host→device", "pageable host→device", "hubproxy staging from the warm cache", "staging / pinned ceiling"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

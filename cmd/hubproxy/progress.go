@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Progress display for pull. On a terminal one line is redrawn in place:
+//
+//	[=========>              ] 1.2 GiB / 3.4 GiB  210.0 MiB/s  ETA 10s  model-00001-of-00002.safetensors
+//
+// Anywhere else (a log, CI) it prints a line per finished file and, every
+// plainEvery, an "x of y bytes" line, so the output stays readable.
+
+// The progress modes of --progress.
+const (
+	progressAuto  = "auto"  // bar on a terminal, plain otherwise
+	progressBar   = "bar"   // always the redrawn line
+	progressPlain = "plain" // always plain lines
+	progressNone  = "none"  // only the summary
+)
+
+const (
+	barWidth   = 24
+	barEvery   = 200 * time.Millisecond
+	plainEvery = 5 * time.Second
+	maxNameLen = 48
+)
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// progress tracks the bytes of a multi-file download.
+type progress struct {
+	w     io.Writer
+	mode  string // progressBar, progressPlain or progressNone
+	total int64
+	now   func() time.Time
+	start time.Time
+	every time.Duration // how often run redraws (bar) or prints (plain)
+
+	done atomic.Int64 // bytes received so far
+
+	mu       sync.Mutex
+	current  string    // the file most recently started
+	lastT    time.Time // the previous rate sample
+	lastB    int64
+	rate     float64 // bytes/s, smoothed; 0 until measured
+	drawn    int     // width of the last bar line, to blank what is left of it
+	finished bool
+}
+
+func newProgress(w io.Writer, mode string, total int64) *progress {
+	if mode == progressAuto || mode == "" {
+		mode = progressPlain
+		if isTerminal(w) {
+			mode = progressBar
+		}
+	}
+	every := plainEvery
+	if mode == progressBar {
+		every = barEvery
+	}
+	now := time.Now()
+	return &progress{w: w, mode: mode, total: total, now: time.Now, start: now, lastT: now, every: every}
+}
+
+// Write counts bytes, so a download can be io.Copy'd through the progress.
+func (p *progress) Write(b []byte) (int, error) {
+	p.done.Add(int64(len(b)))
+	return len(b), nil
+}
+
+// startFile names the file the bar shows.
+func (p *progress) startFile(name string) {
+	p.mu.Lock()
+	p.current = name
+	p.mu.Unlock()
+}
+
+// finishFile reports a completed file on its own line (plain mode).
+func (p *progress) finishFile(name string, size int64) {
+	if p.mode != progressPlain {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "fetched %s (%s)\n", name, humanBytes(uint64(size)))
+}
+
+// run redraws the bar, or prints a plain progress line, until ctx ends.
+func (p *progress) run(ctx context.Context) {
+	if p.mode == progressNone {
+		return
+	}
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.tick()
+		}
+	}
+}
+
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return
+	}
+	now := p.now()
+	p.sampleLocked(now)
+	if p.mode == progressBar {
+		p.drawLocked(p.barLocked(now))
+	} else {
+		fmt.Fprintln(p.w, p.lineLocked())
+	}
+}
+
+// sampleLocked folds the bytes since the last sample into the rate.
+func (p *progress) sampleLocked(now time.Time) {
+	dt := now.Sub(p.lastT).Seconds()
+	if dt <= 0 {
+		return
+	}
+	b := p.done.Load()
+	inst := float64(b-p.lastB) / dt
+	if p.rate == 0 {
+		p.rate = inst
+	} else {
+		p.rate = 0.7*p.rate + 0.3*inst
+	}
+	p.lastT, p.lastB = now, b
+}
+
+// eta is the time left at the current rate, "--" while unknown.
+func (p *progress) etaLocked() string {
+	left := p.total - p.done.Load()
+	if left <= 0 {
+		return "0s"
+	}
+	if p.rate < 1 {
+		return "--"
+	}
+	return (time.Duration(float64(left) / p.rate * float64(time.Second))).Round(time.Second).String()
+}
+
+// barLocked renders the terminal line (without the leading \r).
+func (p *progress) barLocked(now time.Time) string {
+	done := p.done.Load()
+	fill := barWidth
+	if p.total > 0 {
+		fill = int(min(done, p.total) * barWidth / p.total)
+	}
+	bar := strings.Repeat("=", fill)
+	if fill < barWidth {
+		bar += ">" + strings.Repeat(" ", barWidth-fill-1)
+	}
+	name := p.current
+	if len(name) > maxNameLen {
+		name = "…" + name[len(name)-maxNameLen+1:]
+	}
+	return fmt.Sprintf("[%s] %s / %s  %s/s  ETA %s  %s", bar, humanBytes(uint64(done)), humanBytes(uint64(p.total)),
+		humanBytes(uint64(p.rate)), p.etaLocked(), name)
+}
+
+// drawLocked redraws the bar line in place, blanking leftovers of a longer
+// previous line.
+func (p *progress) drawLocked(line string) {
+	width := utf8.RuneCountInString(line)
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(0, p.drawn-width)))
+	p.drawn = width
+}
+
+// lineLocked is the plain periodic line.
+func (p *progress) lineLocked() string {
+	done := p.done.Load()
+	pct := 100.0
+	if p.total > 0 {
+		pct = float64(done) * 100 / float64(p.total)
+	}
+	return fmt.Sprintf("progress: %d of %d bytes (%.0f%%), %s/s, ETA %s", done, p.total, pct, humanBytes(uint64(p.rate)), p.etaLocked())
+}
+
+// finish draws the final state and ends the bar's line. Further ticks are
+// ignored.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return
+	}
+	p.finished = true
+	now := p.now()
+	elapsed := now.Sub(p.start)
+	if s := elapsed.Seconds(); s > 0 {
+		p.rate = float64(p.done.Load()) / s // the average, for the summary
+	}
+	switch p.mode {
+	case progressBar:
+		p.drawLocked(p.barLocked(now))
+		fmt.Fprintln(p.w)
+	case progressPlain:
+		fmt.Fprintln(p.w, p.lineLocked())
+	}
+}
