@@ -27,6 +27,7 @@ type env struct {
 	hub   *hubtest.Hub
 	proxy *httptest.Server
 	admin http.Handler // the admin API of the running proxy
+	stop  func()       // stops the running proxy
 	dir   string
 	cfg   app.Config
 }
@@ -45,15 +46,22 @@ func newEnv(t *testing.T, hopts hubtest.Options, tweak func(*app.Config)) *env {
 	return e
 }
 
-// start (re)starts hubproxy on the same cache dir.
+// start (re)starts hubproxy on the same cache dir; only one process may
+// hold a cache directory, so a running proxy is stopped first.
 func (e *env) start() {
 	e.t.Helper()
+	if e.stop != nil {
+		e.stop()
+	}
 	h, err := app.Build(e.cfg, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.proxy, e.admin = httptest.NewServer(h.Main), h.Admin
-	e.t.Cleanup(func() { e.proxy.Close(); h.Close() })
+	proxy := httptest.NewServer(h.Main)
+	e.proxy, e.admin = proxy, h.Admin
+	var once sync.Once
+	e.stop = func() { once.Do(func() { proxy.Close(); h.Close() }) }
+	e.t.Cleanup(e.stop)
 }
 
 func (e *env) do(method, path string, hdr ...string) (*http.Response, []byte) {

@@ -168,6 +168,23 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// ReadFrom keeps the wrapped writer's io.ReaderFrom reachable: without it
+// io.Copy allocates a buffer per response, and net/http cannot sendfile an
+// *os.File body.
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(r)
+		w.bytes += n
+		return n, err
+	}
+	n, err := io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+	w.bytes += n
+	return n, err
+}
+
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

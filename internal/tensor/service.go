@@ -53,7 +53,9 @@ type Files interface {
 // Options configures a Service.
 type Options struct {
 	// SpeculativeRead is the first read of a file, large enough for typical
-	// headers (huggingface_hub reads 100,000 bytes). Default 128 KiB.
+	// headers. Default 64 KiB: one cache block, the least any read costs
+	// (huggingface_hub reads 100,000 bytes; larger headers take a second
+	// read of exactly the rest).
 	SpeculativeRead int64
 	// MaxHeaderSize caps accepted headers; default the reference's 100 MB.
 	MaxHeaderSize uint64
@@ -79,7 +81,7 @@ type Service struct {
 // New returns a Service reading files through files.
 func New(files Files, opts Options) *Service {
 	if opts.SpeculativeRead <= 0 {
-		opts.SpeculativeRead = 128 << 10
+		opts.SpeculativeRead = 64 << 10
 	}
 	if opts.Headers <= 0 {
 		opts.Headers = 1024
