@@ -1,0 +1,123 @@
+// Command hubbench benchmarks hubproxy against nginx (slice + proxy_cache)
+// and the upstream itself, on loopback, and writes a Markdown report to
+// bench/results/<date>-<host>.md. `make bench` and `make bench-quick` run
+// it; bench/README.md explains the scenarios.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hubproxy/hubproxy/bench/harness"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "hubbench:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	quick := false
+	for _, a := range args {
+		if a == "-quick" || a == "--quick" || a == "-quick=true" || a == "--quick=true" {
+			quick = true
+		}
+	}
+	cfg := harness.Default()
+	if quick {
+		cfg = harness.Quick()
+	}
+	fs := flag.NewFlagSet("hubbench", flag.ContinueOnError)
+	fs.Bool("quick", quick, "tiny sizes, about a minute (make bench-quick)")
+	fs.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for the <date>-<host>.md report")
+	fs.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "parent of the temporary directory for caches and logs (default $TMPDIR)")
+	fs.StringVar(&cfg.HubproxyBin, "hubproxy", cfg.HubproxyBin, "hubproxy binary (default: go build ./cmd/hubproxy)")
+	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "repetitions of every measurement")
+	bw := fs.String("bandwidth", sizeString(cfg.Bandwidth), "upstream bandwidth cap per connection, per second (0 = none)")
+	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "latency the upstream adds to every request")
+	large := fs.String("large", sizeString(cfg.LargeSize), "size of the large model (scenarios 1-4)")
+	tensor := fs.String("tensor", sizeString(cfg.TensorSize), "size of each tensor of the large model")
+	herd := fs.String("herd", sizeString(cfg.HerdSize), "size of the file the herd downloads (scenario 5)")
+	fs.IntVar(&cfg.HerdClients, "herd-clients", cfg.HerdClients, "concurrent cold clients in scenario 5")
+	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "shards of the sharded model (scenario 6)")
+	fs.IntVar(&cfg.ShardTensors, "shard-tensors", cfg.ShardTensors, "tensors per shard")
+	fs.IntVar(&cfg.RangeConns, "range-conns", cfg.RangeConns, "concurrent connections in scenario 3")
+	fs.DurationVar(&cfg.RangeDuration, "range-duration", cfg.RangeDuration, "length of each scenario-3 run")
+	slice := fs.String("slice", sizeString(cfg.SliceSize), "nginx slice size")
+	fs.StringVar(&cfg.NginxWorkers, "nginx-workers", cfg.NginxWorkers, "nginx worker_processes")
+	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check the sha256 of every full download")
+	fs.BoolVar(&cfg.NoInstall, "no-install", cfg.NoInstall, "never apt-get install nginx-light")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		flag string
+		v    *string
+		dst  *int64
+	}{{"bandwidth", bw, &cfg.Bandwidth}, {"large", large, &cfg.LargeSize}, {"tensor", tensor, &cfg.TensorSize},
+		{"herd", herd, &cfg.HerdSize}, {"slice", slice, &cfg.SliceSize}} {
+		n, err := parseSize(*s.v)
+		if err != nil {
+			return fmt.Errorf("-%s: %w", s.flag, err)
+		}
+		*s.dst = n
+	}
+	cfg.Log = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	t0 := time.Now()
+	rep, err := harness.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println(rep.Markdown())
+	fmt.Fprintf(os.Stderr, "hubbench: wrote %s in %v\n", rep.Path, time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// parseSize reads "2GiB", "512MiB", "64KiB" or plain bytes.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GiB", harness.GiB}, {"MiB", harness.MiB}, {"KiB", harness.KiB}, {"G", harness.GiB}, {"M", harness.MiB}, {"K", harness.KiB}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(v), u.n
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 2GiB, 512MiB, 4096)", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// sizeString is the flag default for n bytes.
+func sizeString(n int64) string {
+	switch {
+	case n >= harness.GiB && n%harness.GiB == 0:
+		return strconv.FormatInt(n/harness.GiB, 10) + "GiB"
+	case n >= harness.MiB && n%harness.MiB == 0:
+		return strconv.FormatInt(n/harness.MiB, 10) + "MiB"
+	case n >= harness.KiB && n%harness.KiB == 0:
+		return strconv.FormatInt(n/harness.KiB, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}

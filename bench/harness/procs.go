@@ -1,0 +1,290 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// procs tracks the children of a run. Each child leads its own process
+// group, so one signal reaches a child's own children too (nginx's workers
+// and cache processes), and the harness's terminal signals are not
+// delivered to them behind its back.
+type procs struct {
+	mu      sync.Mutex // guards live and started
+	live    map[int]*proc
+	started []int // every process group id ever started, for leak checks
+}
+
+func newProcs() *procs { return &procs{live: map[int]*proc{}} }
+
+// proc is one running child.
+type proc struct {
+	name    string
+	logPath string
+	pgid    int           // == the child's pid
+	done    chan struct{} // closed once the child has exited and been reaped
+	err     error         // Wait's result; read only after done
+}
+
+// ErrExited is wrapped when a child exits while the harness still needs it.
+var ErrExited = errors.New("harness: child process exited")
+
+// start runs bin with args, output to logPath, in a new process group, with
+// deathSig as its parent-death signal: what the kernel sends it if the
+// harness dies without stopping it (SIGKILL, say). Use SIGKILL for a single
+// process; a master with children of its own needs a signal it handles by
+// taking them down too (SIGTERM for nginx, whose workers would otherwise
+// outlive a killed master).
+//
+// The parent-death signal fires when the thread that forked the child ends,
+// not the process; Go may end threads, so the child is started and waited
+// for on one goroutine locked to its thread, which therefore lives exactly
+// as long as the child.
+func (g *procs) start(name, bin string, args, env []string, logPath string, deathSig syscall.Signal) (*proc, error) {
+	// O_APPEND, so that a child that also opens the file itself (nginx's
+	// error log) does not overwrite what its stderr wrote.
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{name: name, logPath: logPath, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the child
+		defer logf.Close()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(p.done)
+			return
+		}
+		p.pgid = cmd.Process.Pid
+		g.add(p)
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("harness: start %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func (g *procs) add(p *proc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.live[p.pgid] = p
+	g.started = append(g.started, p.pgid)
+}
+
+// stop ends p's whole group: SIGTERM, then SIGKILL after grace. It returns
+// once the child is reaped and no process of its group is left running.
+func (g *procs) stop(p *proc, grace time.Duration) {
+	if p == nil {
+		return
+	}
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	select {
+	case <-p.done:
+		t.Stop()
+	case <-t.C:
+	}
+	// Whatever is left of the group (the leader, or workers that outlived
+	// it) is killed outright.
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	<-p.done
+	for i := 0; i < 100 && len(groupMembers(p.pgid)) > 0; i++ {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		time.Sleep(10 * time.Millisecond) // waiting on processes that are not our children
+	}
+	g.mu.Lock()
+	delete(g.live, p.pgid)
+	g.mu.Unlock()
+}
+
+// stopAll stops every live child; it is what every exit path runs.
+func (g *procs) stopAll() {
+	g.mu.Lock()
+	ps := make([]*proc, 0, len(g.live))
+	for _, p := range g.live {
+		ps = append(ps, p)
+	}
+	g.mu.Unlock()
+	for _, p := range ps {
+		g.stop(p, 5*time.Second)
+	}
+}
+
+// startedGroups returns every process group id started so far.
+func (g *procs) startedGroups() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.started...)
+}
+
+// procStat is what the harness needs from /proc/<pid>/stat.
+type procStat struct {
+	pid, pgrp int
+	state     byte
+}
+
+// readStat parses /proc/<pid>/stat; comm may hold spaces and parentheses,
+// so fields are counted from the last ')'.
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("harness: malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("harness: malformed /proc/%d/stat", pid)
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	if err != nil {
+		return procStat{}, err
+	}
+	return procStat{pid: pid, pgrp: pgrp, state: f[0][0]}, nil
+}
+
+// groupMembers lists the pids of group pgid that are not zombies (a zombie
+// has exited; it only waits for a parent that may not be us to reap it).
+func groupMembers(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(pid)
+		if err == nil && st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// peakRSS sums VmHWM (the peak resident set since the process started) over
+// the live members of group pgid, in bytes. For nginx that is the master,
+// its workers and its cache processes.
+func peakRSS(pgid int) (int64, error) {
+	var total int64
+	members := groupMembers(pgid)
+	if len(members) == 0 {
+		return 0, fmt.Errorf("%w: group %d has no live process", ErrExited, pgid)
+	}
+	for _, pid := range members {
+		kb, err := vmHWM(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += kb * 1024
+	}
+	return total, nil
+}
+
+// vmHWM reads the VmHWM line of /proc/<pid>/status, in kB.
+func vmHWM(pid int) (int64, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("harness: no VmHWM for pid %d", pid)
+}
+
+// freePort asks the kernel for an unused loopback port. Another process
+// could take it before the child binds it; the child then fails to start
+// and says so in its log.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitReady polls url until it answers at all (any status), p exits, or
+// the timeout passes.
+func waitReady(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: time.Second}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%w: %s (%v); log: %s", ErrExited, p.name, p.err, logTail(p.logPath))
+		case <-ctx.Done():
+			return fmt.Errorf("harness: %s not ready at %s: %w; log: %s", p.name, url, ctx.Err(), logTail(p.logPath))
+		case <-tick.C:
+		}
+	}
+}
+
+// logTail is the end of a child's log, for error messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// childEnv is the harness's environment without proxy settings, so that
+// children talk to each other directly on loopback.
+func childEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasSuffix(strings.ToLower(k), "_proxy") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

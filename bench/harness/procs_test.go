@@ -1,0 +1,84 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestStopKillsTheWholeGroup starts a shell that leaves a grandchild
+// running, as nginx's master leaves workers, and checks that stop ends both.
+func TestStopKillsTheWholeGroup(t *testing.T) {
+	g := newProcs()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "grandchild")
+	// The shell ignores TERM, so stop must escalate to KILL.
+	script := "trap '' TERM; sleep 60 & echo $! > " + pidFile + "; wait"
+	p, err := g.start("sh", "/bin/sh", []string{"-c", script}, os.Environ(), filepath.Join(dir, "log"), syscall.SIGKILL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.stopAll)
+	var grandchild int
+	for deadline := time.Now().Add(10 * time.Second); grandchild == 0; {
+		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
+			grandchild, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell never started its grandchild")
+		}
+		time.Sleep(10 * time.Millisecond) // waiting on another process's file
+	}
+	members := groupMembers(p.pgid)
+	if len(members) != 2 {
+		t.Fatalf("group %d has members %v, want the shell and its grandchild", p.pgid, members)
+	}
+	if st, err := readStat(grandchild); err != nil || st.pgrp != p.pgid {
+		t.Fatalf("grandchild %d: stat %+v, %v; want group %d", grandchild, st, err, p.pgid)
+	}
+	n, err := peakRSS(p.pgid)
+	if err != nil || n <= 0 {
+		t.Fatalf("peakRSS = %d, %v", n, err)
+	}
+
+	g.stop(p, 100*time.Millisecond)
+	if left := groupMembers(p.pgid); len(left) != 0 {
+		t.Fatalf("processes %v of group %d survived stop", left, p.pgid)
+	}
+	select {
+	case <-p.done:
+	default:
+		t.Fatal("stop returned before the child was reaped")
+	}
+	if got := g.startedGroups(); len(got) != 1 || got[0] != p.pgid {
+		t.Errorf("startedGroups = %v, want [%d]", got, p.pgid)
+	}
+	if _, err := peakRSS(p.pgid); err == nil {
+		t.Error("peakRSS of a stopped group succeeded")
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	g := newProcs()
+	if _, err := g.start("missing", filepath.Join(t.TempDir(), "no-such-binary"), nil, nil, filepath.Join(t.TempDir(), "log"), syscall.SIGKILL); err == nil {
+		g.stopAll()
+		t.Fatal("starting a missing binary succeeded")
+	}
+	if len(g.startedGroups()) != 0 {
+		t.Error("a failed start was recorded")
+	}
+}
+
+func TestReadStatOddComm(t *testing.T) {
+	st, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.pid != os.Getpid() || st.pgrp <= 0 || st.state == 0 {
+		t.Errorf("readStat(self) = %+v", st)
+	}
+}
