@@ -232,3 +232,15 @@ func (h *Handle) Present(off, end int64) int64 {
 	}
 	return r.Size() - missing
 }
+
+// OpenBlob opens a new descriptor on the verified blob, for zero-copy
+// serving (http.ServeContent over an *os.File uses sendfile), or returns
+// ErrNotCached while the file is partial. The caller closes it; it stays
+// readable even if the blob is evicted afterwards, and while the handle is
+// open the blob is not evicted at all.
+func (h *Handle) OpenBlob() (*os.File, error) {
+	if !h.Complete() {
+		return nil, ErrNotCached
+	}
+	return os.Open(h.it.blobPath)
+}
