@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 )
@@ -318,7 +317,7 @@ func hostile(n uint64, js string, tail int) []byte {
 }
 
 func TestHostileHeadersGetClearErrors(t *testing.T) {
-	e := newEnv(t, hubtest.Options{}, func(c *app.Config) {})
+	e := newEnv(t, hubtest.Options{}, nil)
 	cases := map[string][]byte{
 		"huge.safetensors": hostile(100<<30, "{}", 64),
 		"past-eof.safetensors": func() []byte {
