@@ -66,7 +66,7 @@ func parseRoute(escaped string) (route, *hubError) {
 	if rt.repo, herr = parseRepo(typ, repoEsc); herr != nil {
 		return route{}, herr
 	}
-	revEsc, pathEsc := splitRevision(rest)
+	revEsc, pathEsc := hub.SplitRevision(rest)
 	if rt.rev, herr = parseRevision(revEsc); herr != nil {
 		return route{}, herr
 	}
@@ -106,7 +106,7 @@ func parseAPIRoute(rest string) (route, *hubError) {
 	}
 	revEsc, pathEsc := strings.TrimSuffix(tail, "/"), ""
 	if kind == routeTree {
-		revEsc, pathEsc = splitRevision(tail)
+		revEsc, pathEsc = hub.SplitRevision(tail)
 	}
 	if rt.rev, herr = parseRevision(revEsc); herr != nil {
 		return route{}, herr
@@ -119,20 +119,6 @@ func parseAPIRoute(rest string) (route, *hubError) {
 		rt.path = path
 	}
 	return rt, nil
-}
-
-// splitRevision splits "rev/path…", where rev may be an unencoded
-// "refs/pr/N" or "refs/convert/X" (three segments).
-func splitRevision(rest string) (rev, path string) {
-	if strings.HasPrefix(rest, "refs/pr/") || strings.HasPrefix(rest, "refs/convert/") {
-		parts := strings.SplitN(rest, "/", 4)
-		if len(parts) == 4 {
-			return strings.Join(parts[:3], "/"), parts[3]
-		}
-		return rest, ""
-	}
-	rev, path, _ = strings.Cut(rest, "/")
-	return rev, path
 }
 
 func parseRepo(typ hub.RepoType, escaped string) (hub.Repo, *hubError) {

@@ -237,3 +237,19 @@ func NewHash(kind HashKind, size int64) hash.Hash {
 	}
 	return sha256.New()
 }
+
+// SplitRevision splits the "rev/path…" part of a file or tree URL, where the
+// revision may be an unencoded "refs/pr/N" or "refs/convert/X" (sent raw by
+// HfFileSystem and the JS listFiles), which take three segments. Both parts
+// are still escaped.
+func SplitRevision(rest string) (rev, path string) {
+	if strings.HasPrefix(rest, "refs/pr/") || strings.HasPrefix(rest, "refs/convert/") {
+		parts := strings.SplitN(rest, "/", 4)
+		if len(parts) == 4 {
+			return strings.Join(parts[:3], "/"), parts[3]
+		}
+		return rest, ""
+	}
+	rev, path, _ = strings.Cut(rest, "/")
+	return rev, path
+}

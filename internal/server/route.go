@@ -46,7 +46,7 @@ func parseFileRoute(escaped string) (fileRoute, error) {
 	if err != nil {
 		return fileRoute{}, err
 	}
-	revEsc, pathEsc := splitRevision(rest)
+	revEsc, pathEsc := hub.SplitRevision(rest)
 	rev, err := unescape("revision", revEsc)
 	if err != nil {
 		return fileRoute{}, err
@@ -77,21 +77,6 @@ func cutFirstMarker(p, resolve, raw string, isRaw *bool) (before, after string, 
 	default:
 		return p[:i], p[i+len(resolve):], true
 	}
-}
-
-// splitRevision splits "rev/path…" where rev may be the unencoded special
-// refs "refs/pr/N" or "refs/convert/X" (sent raw by HfFileSystem and the JS
-// listFiles), which take three segments.
-func splitRevision(rest string) (rev, path string) {
-	if strings.HasPrefix(rest, "refs/pr/") || strings.HasPrefix(rest, "refs/convert/") {
-		parts := strings.SplitN(rest, "/", 4)
-		if len(parts) == 4 {
-			return strings.Join(parts[:3], "/"), parts[3]
-		}
-		return rest, ""
-	}
-	rev, path, _ = strings.Cut(rest, "/")
-	return rev, path
 }
 
 func parseRepo(typ hub.RepoType, escaped string) (hub.Repo, error) {
@@ -176,7 +161,7 @@ func parseAPIRoute(escaped string) (apiRoute, error) {
 	ar := apiRoute{kind: bestKind, repo: repo}
 	revEsc, pathEsc := after, ""
 	if bestKind == apiTree {
-		revEsc, pathEsc = splitRevision(after)
+		revEsc, pathEsc = hub.SplitRevision(after)
 	}
 	if ar.rev, err = unescape("revision", strings.TrimSuffix(revEsc, "/")); err != nil {
 		return apiRoute{}, err
