@@ -70,7 +70,13 @@ func serve(ctx context.Context, cfg app.Config) error {
 		} else {
 			admin := &http.Server{Handler: h.Admin, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 			go admin.Serve(aln)
-			defer admin.Close()
+			// Runs before the cache and GPU are closed (defers unwind in
+			// reverse): a staging in progress finishes first.
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				admin.Shutdown(sctx)
+			}()
 			log.Info("admin API serving", "addr", aln.Addr().String())
 		}
 	}

@@ -17,6 +17,7 @@ type Options struct {
 	ReadAhead    int           // chunks kept in flight ahead of a sequential reader; default 4
 	MaxFills     int           // global cap on concurrent upstream requests; default 16
 	FillTimeout  time.Duration // per upstream chunk request; default 5 min
+	MaxMetaBytes int64         // bound on cached API documents; default DefaultMaxMetaBytes
 	Logger       *slog.Logger  // nil = discard
 }
 
@@ -61,6 +62,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FillTimeout == 0 {
 		o.FillTimeout = DefaultFillTimeout
+	}
+	if o.MaxMetaBytes <= 0 {
+		o.MaxMetaBytes = DefaultMaxMetaBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -109,6 +109,7 @@ func (s *Store) PutMeta(key string, data []byte) error {
 	if err := writeFileAtomic(s.paths.tmp(), s.metaPath(key), data); err != nil {
 		return fmt.Errorf("cache: writing meta: %w", err)
 	}
+	s.meta.wrote(int64(len(data)))
 	return nil
 }
 

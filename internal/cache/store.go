@@ -89,7 +89,8 @@ type Store struct {
 	stats      counters
 	waiters    atomic.Int64 // readers blocked in ensure
 
-	lock    *dirLock // held from Open to Close
+	lock    *dirLock    // held from Open to Close
+	meta    *metaBudget // keeps .hubproxy/meta bounded
 	closeMu sync.RWMutex
 	closed  bool           // guarded by closeMu
 	wg      sync.WaitGroup // fills and promotions; Add only under closeMu with !closed
@@ -133,6 +134,7 @@ func Open(opts Options) (*Store, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		lock:   lock,
+		meta:   newMetaBudget(p.meta(), opts.MaxMetaBytes),
 		opts:   opts,
 		paths:  p,
 		log:    opts.Logger,

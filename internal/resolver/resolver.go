@@ -48,9 +48,9 @@ type Options struct {
 	// URLTTL bounds how long a resolved file (and its signed CDN URL) is
 	// reused for a commit revision. Default 30m; the Hub signs for 1h.
 	URLTTL time.Duration
-	// AccessTTL bounds how long an authenticated caller's resolution (and so
-	// the upstream's decision that this token may read this repo) is reused:
-	// a revoked token loses access within it. Default 1m.
+	// AccessTTL bounds how long any caller's resolution (and so upstream's
+	// decision that this caller may read this repo) is reused: a revoked
+	// token, or a repo turned gated, loses access within it. Default 1m.
 	AccessTTL time.Duration
 	// Entries bounds the in-memory metadata cache. Default 65536.
 	Entries int
@@ -93,8 +93,7 @@ type Resolver struct {
 	group   singleflight.Group
 
 	mu     sync.Mutex
-	refs   map[string]string // "repo\x00rev" → commit last written to refs/; guarded by mu
-	public map[string]bool   // repo → upstream served it anonymously (true) or refused (false); guarded by mu
+	public map[string]bool // repo → upstream served it anonymously (true) or refused (false); guarded by mu
 }
 
 // New returns a Resolver.
@@ -124,7 +123,6 @@ func New(up Upstream, store Store, opts Options) *Resolver {
 		opts:    opts,
 		log:     log,
 		entries: expirable.NewLRU[string, entry](opts.Entries, nil, opts.URLTTL),
-		refs:    make(map[string]string),
 		public:  make(map[string]bool),
 	}
 }
@@ -201,7 +199,10 @@ func (r *Resolver) lookup(k, auth, rev string) (fetch.FileMeta, bool) {
 		return fetch.FileMeta{}, false
 	}
 	age := time.Since(e.at)
-	if !hub.IsCommit(rev) && age > r.opts.RevisionTTL || auth != "" && age > r.opts.AccessTTL {
+	// Every answer, an anonymous one too, is an access decision: a repo can
+	// turn gated or private, and the proxy token must not keep fetching its
+	// bytes for callers upstream now refuses.
+	if !hub.IsCommit(rev) && age > r.opts.RevisionTTL || age > r.opts.AccessTTL {
 		return fetch.FileMeta{}, false
 	}
 	return e.meta, true
@@ -214,12 +215,8 @@ func (r *Resolver) recordRef(repo hub.Repo, rev, commit string) {
 	if hub.IsCommit(rev) || !hub.IsCommit(commit) {
 		return
 	}
-	rk := repo.String() + "\x00" + rev
-	r.mu.Lock()
-	same := r.refs[rk] == commit
-	r.refs[rk] = commit
-	r.mu.Unlock()
-	if same {
+	// Compare with the disk, not memory: the API path writes refs too.
+	if cur, err := r.store.ReadRef(repo, rev); err == nil && cur == commit {
 		return
 	}
 	if err := r.store.WriteRef(repo, rev, commit); err != nil {
@@ -261,11 +258,13 @@ func callerID(auth string) string {
 func publicKey(repo hub.Repo) string { return "public\x00" + repo.String() }
 
 func (r *Resolver) setPublic(repo hub.Repo, public bool) {
+	was := r.Public(repo) // loads what the disk says first
 	r.mu.Lock()
-	was, known := r.public[repo.String()]
 	r.public[repo.String()] = public
 	r.mu.Unlock()
-	if known && was == public {
+	if was == public {
+		// Nothing to persist; in particular a refusal for a repo never
+		// seen public writes nothing, so probing names cannot fill the disk.
 		return
 	}
 	v := []byte("0")
@@ -289,8 +288,11 @@ func (r *Resolver) Public(repo hub.Repo) bool {
 	b, err := r.store.GetMeta(publicKey(repo))
 	p = err == nil && string(b) == "1"
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.public[repo.String()]; ok {
+		return cur // an answer from upstream arrived meanwhile: it wins
+	}
 	r.public[repo.String()] = p
-	r.mu.Unlock()
 	return p
 }
 

@@ -76,16 +76,16 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	}
 	key := metaKey(auth, r.Method, pathAndQuery, r.Header.Get("Content-Type"), body)
 	cached, cerr := s.loadEnvelope(key)
-	// A commit never changes, so its listing is answered from the cache
-	// (per caller: the key holds a hash of the credentials); a branch's for
-	// as long as the branch → commit mapping is trusted.
+	// An answer is reused per caller (the key holds a hash of the
+	// credentials): for a branch as long as the branch → commit mapping is
+	// trusted, and for any revision no longer than the access TTL.
 	ttl := s.opts.RevisionTTL
 	if hub.IsCommit(ar.rev) {
 		ttl = math.MaxInt64
 	}
-	if auth != "" {
-		ttl = min(ttl, s.opts.AccessTTL)
-	}
+	// Every answer is an access decision too (a repo can turn gated or
+	// private), so none is reused past the access TTL.
+	ttl = min(ttl, s.opts.AccessTTL)
 	if cerr == nil && time.Since(cached.Stored) < ttl {
 		s.writeEnvelope(w, r, cached)
 		return

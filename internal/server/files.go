@@ -62,10 +62,12 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.Close()
-	if m.Size == 0 {
+	if m.Size == 0 && r.Header.Get("Range") != "" {
 		// A zero-byte file has no satisfiable range; answer the whole
-		// (empty) body rather than 416 so probes like bytes=0-0 succeed.
+		// (empty) body rather than 416 so probes like bytes=0-0 succeed,
+		// with the total where the JS client's fileDownloadInfo reads it.
 		r.Header.Del("Range")
+		w.Header().Set("Content-Range", "bytes */0")
 	}
 	if f, err := h.OpenBlob(); err == nil {
 		// Verified and complete: serve the file itself, so net/http can
@@ -98,7 +100,8 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	// Read the first byte before the status line is sent, so that an
 	// upstream that fails outright gets a proper error answer rather than
 	// an aborted 200. It costs nothing: its block is needed first anyway.
-	if windowEnd > windowStart {
+	_, _, satisfiable := singleRange(r.Header.Get("Range"), m.Size)
+	if windowEnd > windowStart && (satisfiable || r.Header.Get("Range") == "") {
 		var first [1]byte
 		if _, err := br.ReadAt(first[:], windowStart); err != nil && err != io.EOF {
 			s.writeError(w, r, err)
@@ -166,14 +169,16 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, m resolver.
 	start, end := int64(0), m.Size
 	status := http.StatusOK
 	if rh := r.Header.Get("Range"); rh != "" && m.Size > 0 {
-		a, b, ok := singleRange(rh, m.Size)
-		if !ok {
+		if a, b, ok := singleRange(rh, m.Size); ok {
+			start, end, status = a, b, http.StatusPartialContent
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, b-1, m.Size))
+		} else if rangeStartsPastEnd(rh, m.Size) {
 			w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(m.Size, 10))
 			http.Error(w, "range not satisfiable", http.StatusRequestedRangeNotSatisfiable)
 			return
 		}
-		start, end, status = a, b, http.StatusPartialContent
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, b-1, m.Size))
+		// Otherwise (several or malformed ranges) the Range is ignored and
+		// the whole file sent, as RFC 9110 §14.2 allows.
 	}
 	w.Header().Set("Content-Length", strconv.FormatInt(end-start, 10))
 	if end == start {
@@ -191,6 +196,19 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, m resolver.
 		s.log.Warn("pass-through copy failed", "path", r.URL.EscapedPath(), "err", err)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// rangeStartsPastEnd reports whether a Range's first spec starts at or past
+// the end of the file, which is answered 416 (HfFileSystem reads that as EOF).
+func rangeStartsPastEnd(h string, size int64) bool {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(spec, ",")
+	a, _, _ := strings.Cut(strings.TrimSpace(first), "-")
+	n, err := strconv.ParseInt(a, 10, 64)
+	return a != "" && err == nil && n >= size
 }
 
 // singleRange parses a single-range "bytes=" header (RFC 9110 §14.1.2) into

@@ -368,6 +368,20 @@ func TestLyingUpstreamNeverYieldsWrongBytes(t *testing.T) {
 	}
 }
 
+func TestZeroByteFileAnswersRangeProbes(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "empty.txt", Data: []byte{}}}})
+	resp, body := e.do(http.MethodGet, "/org/model/resolve/main/empty.txt", "Range", "bytes=0-0")
+	// The JS client's fileDownloadInfo probes with bytes=0-0 and reads the
+	// size after the '/' of Content-Range.
+	if resp.StatusCode != 200 || len(body) != 0 || resp.Header.Get("Content-Range") != "bytes */0" {
+		t.Errorf("zero-byte probe: %d, %d bytes, Content-Range %q", resp.StatusCode, len(body), resp.Header.Get("Content-Range"))
+	}
+	if resp, _ := e.do(http.MethodHead, "/org/model/resolve/main/empty.txt"); resp.Header.Get("Content-Length") != "0" || resp.Header.Get("X-Linked-Size") != "0" {
+		t.Errorf("zero-byte HEAD: %v", resp.Header)
+	}
+}
+
 func TestRedirectToAnUnlistedHostIsRefused(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	e.cfg.RedirectHosts = []string{"cdn.example"}

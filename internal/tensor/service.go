@@ -16,6 +16,7 @@ import (
 	"path"
 	"sort"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
@@ -114,6 +115,10 @@ type FileError struct {
 func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
 func (e *FileError) Unwrap() error { return e.Err }
 
+// headerReadTimeout bounds a shared header read, which no single caller's
+// context may cancel.
+const headerReadTimeout = 5 * time.Minute
+
 // NotFoundError is a tensor or a safetensors layout that is not there.
 type NotFoundError struct{ What string }
 
@@ -133,9 +138,18 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 		return File{FileInfo: info, Header: h}, nil
 	}
 	// Parsing is shared by concurrent callers of the same content; every
-	// caller has already passed its own access check in Open.
+	// caller has already passed its own access check in Open. The shared
+	// read opens its own blob on a detached context: the caller that starts
+	// it may leave, and its blob with it, while others still wait.
 	ch := s.group.DoChan(info.ETag, func() (any, error) {
-		return s.readHeader(blob, info.Size)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), headerReadTimeout)
+		defer cancel()
+		_, own, err := s.files.Open(fctx, auth, repo, info.Commit, p)
+		if err != nil {
+			return nil, err
+		}
+		defer own.Close()
+		return s.readHeader(own, info.Size)
 	})
 	select {
 	case <-ctx.Done():
@@ -145,8 +159,11 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 			var fe *header.FormatError
 			if errors.As(res.Err, &fe) {
 				s.opts.Observe("invalid")
+				return File{}, &FileError{Path: p, Err: res.Err}
 			}
-			return File{}, &FileError{Path: p, Err: res.Err}
+			// Not the file's fault (upstream down, a fill failed): keep
+			// the cause's own type for the error mapping.
+			return File{}, fmt.Errorf("reading the header of %s: %w", p, res.Err)
 		}
 		s.opts.Observe("parsed")
 		h := res.Val.(*header.Header)
