@@ -100,6 +100,7 @@ func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.R
 	file := it.file // open: this goroutine holds a reference
 	it.mu.Unlock()
 	buf := make([]byte, min(it.blockSize, r.Size()))
+	var unsaved int64 // bytes made present since the sidecar was last saved
 	for pos < r.End {
 		n := min(it.blockSize, r.End-pos)
 		if _, err := io.ReadFull(body, buf[:n]); err != nil {
@@ -119,6 +120,16 @@ func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.R
 			s.startPromote(it)
 		}
 		pos += n
+		// Record progress during long fills too, so that a killed
+		// process resumes with at most this much refetched per fill.
+		if unsaved += n; unsaved >= sidecarSaveEvery && !whole {
+			s.saveSidecar(it)
+			unsaved = 0
+		}
 	}
 	return pos, nil
 }
+
+// sidecarSaveEvery is how much a fill writes between sidecar saves (each
+// save fsyncs the data file first).
+const sidecarSaveEvery = 2 << 20
