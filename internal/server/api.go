@@ -44,10 +44,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	case ar.kind == apiPathsInfo && r.Method == http.MethodPost:
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIRequestBody+1))
 		if err != nil {
+			s.writeError(w, r, &requestError{"reading the request body: " + err.Error()})
 			return
 		}
 		if len(body) > maxAPIRequestBody {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			s.writeError(w, r, &tooLargeError{maxAPIRequestBody})
 			return
 		}
 		s.serveCachedJSON(w, r, ar, body)
@@ -244,10 +245,11 @@ func (s *Server) passAPI(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		var err error
 		if body, err = io.ReadAll(io.LimitReader(r.Body, maxAPIRequestBody+1)); err != nil {
+			s.writeError(w, r, &requestError{"reading the request body: " + err.Error()})
 			return
 		}
 		if len(body) > maxAPIRequestBody {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			s.writeError(w, r, &tooLargeError{maxAPIRequestBody})
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -36,6 +37,8 @@ func toHTTPError(err error) httpError {
 		proto  *fetch.ProtocolError
 		rng    *fetch.RangeError
 		req    *requestError
+		method *methodError
+		big    *tooLargeError
 		nf     *tensor.NotFoundError
 		fileE  *tensor.FileError
 		drv    *gpu.DriverError
@@ -43,6 +46,10 @@ func toHTTPError(err error) httpError {
 	switch {
 	case errors.As(err, &inv):
 		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: inv.Error()}
+	case errors.As(err, &method):
+		return httpError{status: http.StatusMethodNotAllowed, code: "MethodNotAllowed", msg: "method not allowed; use " + method.allow}
+	case errors.As(err, &big):
+		return httpError{status: http.StatusRequestEntityTooLarge, code: "BadRequest", msg: big.Error()}
 	case errors.As(err, &req):
 		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: req.msg}
 	case errors.As(err, &nf):
@@ -107,6 +114,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if he.commit != "" {
 		h.Set("X-Repo-Commit", he.commit)
 	}
+	var me *methodError
+	if errors.As(err, &me) {
+		h.Set("Allow", me.allow)
+	}
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(he.status)
 	if r.Method != http.MethodHead {
@@ -125,4 +136,16 @@ func oneLine(s string) string {
 		s = s[:512]
 	}
 	return s
+}
+
+// methodError is a method a route does not serve: 405 with Allow.
+type methodError struct{ allow string }
+
+func (e *methodError) Error() string { return "method not allowed" }
+
+// tooLargeError is a request body over the route's limit: 413.
+type tooLargeError struct{ limit int }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", e.limit)
 }

@@ -26,8 +26,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		s.writeError(w, r, &methodError{allow: "GET, HEAD"})
 		return
 	}
 	auth := r.Header.Get("Authorization")

@@ -442,3 +442,14 @@ func gitBlobSHA1(b []byte) string {
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+func TestWrongMethodsGetHubStyleErrors(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
+	for _, p := range []string{"/org/model/resolve/main/a.txt", "/models/org/model/tensors"} {
+		resp, body := e.do(http.MethodPut, p)
+		if resp.StatusCode != 405 || resp.Header.Get("X-Error-Code") != "MethodNotAllowed" || resp.Header.Get("Allow") != "GET, HEAD" || !bytes.Contains(body, []byte(`"error"`)) {
+			t.Errorf("PUT %s: %d %q Allow %q %s", p, resp.StatusCode, resp.Header.Get("X-Error-Code"), resp.Header.Get("Allow"), body)
+		}
+	}
+}

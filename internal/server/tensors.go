@@ -114,8 +114,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		s.writeError(w, r, &methodError{allow: "GET, HEAD"})
 		return
 	}
 	switch tr.kind {
