@@ -65,6 +65,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}()
 	select {
 	case <-w.ready:
+		// A handler that gives up because the context ended still
+		// "answers" (an empty 200 when it returns); the cancellation is
+		// the truth, whichever of the two select saw first.
+		if err := ctx.Err(); err != nil {
+			pr.CloseWithError(err)
+			return nil, err
+		}
 	case <-ctx.Done():
 		pr.CloseWithError(ctx.Err())
 		return nil, ctx.Err()
