@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -80,13 +79,13 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	// An answer is reused per caller (the key holds a hash of the
 	// credentials): for a branch as long as the branch → commit mapping is
 	// trusted, and for any revision no longer than the access TTL.
-	ttl := s.opts.RevisionTTL
-	if hub.IsCommit(ar.rev) {
-		ttl = math.MaxInt64
-	}
 	// Every answer is an access decision too (a repo can turn gated or
-	// private), so none is reused past the access TTL.
-	ttl = min(ttl, s.opts.AccessTTL)
+	// private), so none is reused past the access TTL; a branch's not past
+	// the revision TTL either.
+	ttl := s.opts.AccessTTL
+	if !hub.IsCommit(ar.rev) {
+		ttl = min(ttl, s.opts.RevisionTTL)
+	}
 	if cerr == nil && time.Since(cached.Stored) < ttl {
 		s.writeEnvelope(w, r, cached)
 		return

@@ -315,13 +315,9 @@ func (s *Service) Headers(ctx context.Context, auth string, repo hub.Repo, l Lay
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		// The first error is the one reported; errors.Join keeps them all
-		// for the log.
-		for _, e := range errs {
-			if e != nil {
-				return nil, e
-			}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first shard's error, in index order
 		}
 	}
 	return files, nil
