@@ -73,13 +73,15 @@ func (h *Hub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A presigned URL is its own credential; S3 refuses a second one. This
-	// is what proves a client never forwards the hub token here.
-	if hadAuth {
+	// is what proves a client never forwards the hub token here. On the hub's
+	// own host the token is expected, and ignored.
+	onHub := h.cdnOnHub && strings.HasPrefix(r.URL.Path, "/cdn/")
+	if hadAuth && !onHub {
 		writeXMLError(w, r, http.StatusBadRequest, "InvalidArgument",
 			"Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified")
 		return
 	}
-	sha, ok := strings.CutPrefix(r.URL.Path, "/blobs/")
+	sha, ok := strings.CutPrefix(strings.TrimPrefix(r.URL.Path, "/cdn"), "/blobs/")
 	q := r.URL.Query()
 	file := q.Get("X-Hub-File")
 	exp, err := strconv.ParseInt(q.Get("Expires"), 10, 64)

@@ -149,3 +149,25 @@ func TestParseRange(t *testing.T) {
 		}
 	}
 }
+
+// With CDNOnHub, LFS redirects stay on the hub's host, whose blob route
+// accepts the hub token and refuses expired links with 403.
+func TestCDNOnHub(t *testing.T) {
+	h := NewT(t, Options{CDNOnHub: true})
+	data := RandomBytes(7, 3000)
+	h.AddRepo(RepoSpec{ID: "acme/cdn", Files: []File{{Path: "w.safetensors", Data: data}}})
+	resp, _ := do(t, "HEAD", h.URL+"/acme/cdn/resolve/main/w.safetensors")
+	wantStatus(t, resp, 302)
+	loc := resp.Header.Get("Location")
+	if !strings.HasPrefix(loc, h.URL+"/cdn/blobs/") {
+		t.Fatalf("Location = %q, want the hub's own /cdn/", loc)
+	}
+	resp, body := do(t, "GET", loc, "Authorization: Bearer hf_x", "Range: bytes=10-19")
+	wantStatus(t, resp, 206)
+	if string(body) != string(data[10:20]) {
+		t.Fatalf("body = %x", body)
+	}
+	h.ExpireURLs()
+	resp, _ = do(t, "GET", loc, "Range: bytes=10-19")
+	wantStatus(t, resp, 403)
+}

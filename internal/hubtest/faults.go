@@ -53,7 +53,7 @@ type Fault struct {
 // Faults is the hub's whole fault and shaping configuration, replaced at once
 // by SetFaults.
 //
-// Status5xx hits any matching request before it is routed. RedirectForeign
+// Status5xx and TooManyRequests hit any matching request before it is routed. RedirectForeign
 // hits /resolve/ requests for existing files that passed the access checks.
 // The others act on response bodies that carry file content (CDN blobs,
 // resolve-cache and raw answers) for GET requests with a non-empty body;
@@ -63,6 +63,9 @@ type Fault struct {
 type Faults struct {
 	// Status5xx answers 503 with Retry-After: 0.
 	Status5xx Fault
+	// TooManyRequests answers 429 with Retry-After: 0, as the Hub's rate
+	// limiter does (any caller can provoke it).
+	TooManyRequests Fault
 	// ResetMidBody sends the headers and CutAt bytes of the body, then
 	// hijacks the connection and resets it (TCP RST). Bytes still queued in
 	// the kernel may be dropped, so clients can receive fewer than CutAt.
@@ -116,6 +119,7 @@ const (
 	faultCorruptBytes
 	faultStallBody
 	faultRedirectForeign
+	faultTooManyRequests
 	faultNone
 )
 
@@ -128,6 +132,7 @@ var faultNames = [...]string{
 	faultCorruptBytes:      "CorruptBytes",
 	faultStallBody:         "StallBody",
 	faultRedirectForeign:   "RedirectForeign",
+	faultTooManyRequests:   "TooManyRequests",
 }
 
 func (k faultKind) String() string { return faultNames[k] }
@@ -157,6 +162,8 @@ func (s *faultState) field(k faultKind) *Fault {
 		return &s.f.StallBody
 	case faultRedirectForeign:
 		return &s.f.RedirectForeign
+	case faultTooManyRequests:
+		return &s.f.TooManyRequests
 	}
 	panic("hubtest: unknown fault kind")
 }

@@ -67,6 +67,20 @@ func TestStatus5xx(t *testing.T) {
 	wantFired(t, h, "Status5xx", 3)
 }
 
+func TestTooManyRequests(t *testing.T) {
+	h := NewT(t, Options{})
+	addFixture(t, h)
+	h.SetFaults(Faults{TooManyRequests: Fault{N: 2, Target: TargetResolve}})
+	for _, want := range []int{429, 429, 302} {
+		resp, _ := do(t, "HEAD", h.URL+"/acme/model/resolve/main/config.json")
+		wantStatus(t, resp, want)
+		if want == 429 {
+			wantHeader(t, resp, "Retry-After", "0")
+		}
+	}
+	wantFired(t, h, "TooManyRequests", 2)
+}
+
 // TestCuttingFaults checks the faults that break a body: each fires on
 // exactly N requests and the next one is whole again.
 func TestCuttingFaults(t *testing.T) {

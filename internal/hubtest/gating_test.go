@@ -21,7 +21,9 @@ func TestGatingMatrix(t *testing.T) {
 		ok                 int
 	}{
 		{"resolve LFS", "HEAD", "/{id}/resolve/main/model.safetensors", 302},
-		{"resolve regular", "GET", "/{id}/resolve/main/config.json", 302},
+		// Restricted repos' regular files are answered directly, at the
+		// revision asked for, as the Hub does.
+		{"resolve regular", "GET", "/{id}/resolve/main/config.json", 200},
 		{"raw", "HEAD", "/{id}/raw/main/config.json", 200},
 		{"resolve-cache", "GET", "/api/resolve-cache/models/{id}/{commit}/config.json", 200},
 		{"info", "GET", "/api/models/{id}", 200},
@@ -85,4 +87,34 @@ func TestGatedMessages(t *testing.T) {
 	h.RevokeToken("hf_x")
 	resp, _ = do(t, "GET", h.URL+"/datasets/acme/g/raw/main/a", "Authorization: Bearer hf_x")
 	wantStatus(t, resp, 403)
+}
+
+// A repo's owner can gate it, make it private or open it again at any time;
+// callers see the change on their next request.
+func TestSetAccessAndGrantToken(t *testing.T) {
+	h := NewT(t, Options{})
+	repo := hub.Repo{Type: hub.Model, ID: "acme/turns"}
+	h.AddRepo(RepoSpec{ID: repo.ID, Files: []File{{Path: "config.json", Data: []byte("{}")}}, ApprovedTokens: []string{"hf_ok"}})
+	url := h.URL + "/acme/turns/resolve/main/config.json"
+	resp, _ := do(t, "HEAD", url)
+	wantStatus(t, resp, 302)
+	h.SetAccess(repo, true, false)
+	resp, _ = do(t, "HEAD", url)
+	wantStatus(t, resp, 401)
+	wantHeader(t, resp, "X-Error-Code", CodeGatedRepo)
+	resp, _ = do(t, "HEAD", url, "Authorization: Bearer hf_ok")
+	wantStatus(t, resp, 200)
+	h.RevokeToken("hf_ok")
+	resp, _ = do(t, "HEAD", url, "Authorization: Bearer hf_ok")
+	wantStatus(t, resp, 403)
+	h.GrantToken("hf_ok")
+	resp, _ = do(t, "HEAD", url, "Authorization: Bearer hf_ok")
+	wantStatus(t, resp, 200)
+	h.SetAccess(repo, false, true)
+	resp, _ = do(t, "HEAD", url)
+	wantStatus(t, resp, 401)
+	wantHeader(t, resp, "X-Error-Code", CodeRepoNotFound)
+	h.SetAccess(repo, false, false)
+	resp, _ = do(t, "HEAD", url)
+	wantStatus(t, resp, 302)
 }

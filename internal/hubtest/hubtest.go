@@ -55,6 +55,10 @@ type Options struct {
 	// BandwidthPerConn caps each connection's writes in bytes per second
 	// (0 = unlimited). It can be changed later with SetFaults.
 	BandwidthPerConn int64
+	// CDNOnHub serves presigned blob URLs from the hub's own host (under
+	// /cdn/), as self-hosted hubs and hubproxy tiers do, instead of the
+	// separate CDN server. Requests there may carry the hub token.
+	CDNOnHub bool
 }
 
 // Hub is a running fake hub. Create it with New (or NewT in tests) and stop it
@@ -71,6 +75,7 @@ type Hub struct {
 
 	// Immutable after New.
 	xet      bool
+	cdnOnHub bool
 	pageSize int
 	urlTTL   time.Duration
 	servers  []*http.Server
@@ -106,6 +111,7 @@ const (
 func New(opts Options) (*Hub, error) {
 	h := &Hub{
 		xet:      opts.XetHeaders == nil || *opts.XetHeaders,
+		cdnOnHub: opts.CDNOnHub,
 		pageSize: opts.PageSize,
 		urlTTL:   opts.URLTTL,
 		done:     make(chan struct{}),

@@ -125,6 +125,22 @@ func (h *Hub) ApproveToken(repo hub.Repo, tok string) {
 	h.mustRepoLocked("hubtest.ApproveToken", repo).approved[tok] = true
 }
 
+// SetAccess makes repo gated and/or private, or public again, from now on,
+// as its owner can at any time. Approved tokens stay approved.
+func (h *Hub) SetAccess(repo hub.Repo, gated, private bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rs := h.mustRepoLocked("hubtest.SetAccess", repo)
+	rs.gated, rs.private = gated, private
+}
+
+// GrantToken undoes RevokeToken: tok's approvals count again.
+func (h *Hub) GrantToken(tok string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.revoked, tok)
+}
+
 // RevokeToken makes tok lose every approval it had. The token still
 // authenticates (so gated repos answer 403, unknown ones 404), but it no
 // longer opens anything.

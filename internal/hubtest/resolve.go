@@ -17,6 +17,8 @@ func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", fmt.Sprintf("Root=1-00000000-%024x", h.reqID.Add(1)))
 	p := r.URL.EscapedPath()
 	switch {
+	case h.cdnOnHub && strings.HasPrefix(p, "/cdn/"):
+		h.serveCDN(w, r)
 	case strings.HasPrefix(p, "/api/resolve-cache/"):
 		h.stats.resolve.Add(1)
 		if !h.fail5xx(w, r, classResolve) {
@@ -40,13 +42,19 @@ func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fail5xx answers 503 if the Status5xx fault fires for this request.
+// fail5xx answers 503 if the Status5xx fault fires for this request, or 429
+// if TooManyRequests does.
 func (h *Hub) fail5xx(w http.ResponseWriter, r *http.Request, c class) bool {
-	if !h.faults.take(faultStatus5xx, c, "") {
+	switch {
+	case h.faults.take(faultStatus5xx, c, ""):
+		w.Header().Set("Retry-After", "0")
+		writeJSON(w, r, http.StatusServiceUnavailable, map[string]string{"error": "Service Unavailable"})
+	case h.faults.take(faultTooManyRequests, c, ""):
+		w.Header().Set("Retry-After", "0")
+		writeJSON(w, r, http.StatusTooManyRequests, map[string]string{"error": "You have been rate-limited; you can retry this action in about 0 seconds."})
+	default:
 		return false
 	}
-	w.Header().Set("Retry-After", "0")
-	writeJSON(w, r, http.StatusServiceUnavailable, map[string]string{"error": "Service Unavailable"})
 	return true
 }
 
@@ -116,6 +124,10 @@ func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, u fileURL) {
 		h.serveRaw(w, r, c, b, key)
 	case h.faults.take(faultRedirectForeign, classResolve, key):
 		h.redirect(w, r, h.ForeignURL+"/files/"+b.etag(), c, b, false)
+	case !b.lfs && (rs.gated || rs.private):
+		// The Hub answers a restricted repo's regular files itself, with
+		// 200 and no redirect, at whatever revision was asked for.
+		h.serveDirect(w, r, c, b, key)
 	case !b.lfs:
 		loc := "/api/resolve-cache/" + u.repo.Type.Plural() + "/" + u.repo.ID + "/" + c.id + "/" +
 			escapePath(p) + "?etag=" + b.oid
@@ -123,8 +135,26 @@ func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, u fileURL) {
 	case h.xet && strings.Contains(r.Header.Get("Accept"), "application/vnd.xet-fileinfo+json"):
 		h.serveXetFileInfo(w, r, c, b)
 	default:
-		h.redirect(w, r, h.signer.url(h.CDNURL, b.sha256, key, h.urlTTL), c, b, h.xet)
+		h.redirect(w, r, h.signer.url(h.cdnBase(), b.sha256, key, h.urlTTL), c, b, h.xet)
 	}
+}
+
+// cdnBase is where presigned blob URLs point.
+func (h *Hub) cdnBase() string {
+	if h.cdnOnHub {
+		return h.URL + "/cdn"
+	}
+	return h.CDNURL
+}
+
+// serveDirect answers a regular file at /resolve/ with its bytes and the
+// metadata headers, without a redirect.
+func (h *Hub) serveDirect(w http.ResponseWriter, r *http.Request, c *commitObj, b *blob, key string) {
+	hd := w.Header()
+	hd.Set("ETag", `"`+b.oid+`"`)
+	hd.Set("X-Repo-Commit", c.id)
+	hd.Set("Content-Type", contentType(key, false))
+	h.serveBytes(w, r, content{data: b.data, key: key, class: classResolve})
 }
 
 // redirect sends a 302 to loc. With a commit and blob it carries the
