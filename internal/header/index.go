@@ -10,10 +10,14 @@ import (
 
 // Limits on a sharded index, which is untrusted input like a header. The
 // largest public checkpoints have around 100k tensors in a few MB of index.
+// MaxIndexShards matters most: every shard is a header read upstream, so an
+// index naming a million missing shards would turn one listing into a
+// million requests. Real checkpoints have at most a few hundred shards;
+// 10,000 is also where the @huggingface/hub client stops.
 const (
 	MaxIndexSize    = 64 << 20 // bytes of index JSON
 	MaxIndexTensors = 1 << 20  // entries in weight_map
-	MaxIndexShards  = 1 << 16  // distinct shard files
+	MaxIndexShards  = 10_000   // distinct shard files
 	maxShardPathLen = 1024
 	maxShardSegLen  = 255
 )
@@ -101,7 +105,8 @@ func ParseIndex(data []byte) (*Index, error) {
 				}
 				if _, ok := shards[shard]; !ok {
 					if len(shards) >= MaxIndexShards {
-						return bad("more than " + strconv.Itoa(MaxIndexShards) + " shard files")
+						return bad("weight_map names more than " + strconv.Itoa(MaxIndexShards) +
+							" distinct shard files, the most an index may list")
 					}
 					shards[shard] = struct{}{}
 				}

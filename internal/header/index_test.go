@@ -123,18 +123,54 @@ func TestParseIndexLimits(t *testing.T) {
 	big := make([]byte, MaxIndexSize+1)
 	_, err := ParseIndex(big)
 	checkErr(t, err, InvalidIndex, "")
+}
 
+// shardsIndex is an index of n tensors, each in a shard of its own.
+func shardsIndex(n int) []byte {
 	var b strings.Builder
 	b.WriteString(`{"weight_map":{`)
-	for i := 0; i <= MaxIndexShards; i++ {
+	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(`"t` + strconv.Itoa(i) + `":"s` + strconv.Itoa(i) + `"`)
 	}
 	b.WriteString(`}}`)
-	_, err = ParseIndex([]byte(b.String()))
+	return []byte(b.String())
+}
+
+// TestParseIndexShardLimit pins the shard limit at 10,000 distinct files:
+// each shard costs a header read upstream, so the limit bounds what one
+// listing can ask of the upstream.
+func TestParseIndexShardLimit(t *testing.T) {
+	if MaxIndexShards != 10_000 {
+		t.Fatalf("MaxIndexShards = %d, want 10000", MaxIndexShards)
+	}
+	ix, err := ParseIndex(shardsIndex(MaxIndexShards))
+	if err != nil {
+		t.Fatalf("an index of exactly %d shards: %v", MaxIndexShards, err)
+	}
+	if n := len(ix.Shards()); n != MaxIndexShards {
+		t.Fatalf("%d shards, want %d", n, MaxIndexShards)
+	}
+	_, err = ParseIndex(shardsIndex(MaxIndexShards + 1))
 	checkErr(t, err, InvalidIndex, "")
+	if !strings.Contains(err.Error(), "more than 10000 distinct shard files") {
+		t.Fatalf("error %q does not name the limit", err)
+	}
+	// Many tensors in few shards are not limited by the shard count.
+	var b strings.Builder
+	b.WriteString(`{"weight_map":{`)
+	for i := range 2 * MaxIndexShards {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"t` + strconv.Itoa(i) + `":"s` + strconv.Itoa(i%3) + `"`)
+	}
+	b.WriteString(`}}`)
+	if _, err := ParseIndex([]byte(b.String())); err != nil {
+		t.Fatalf("20,000 tensors in 3 shards: %v", err)
+	}
 }
 
 func TestValidShardName(t *testing.T) {

@@ -15,10 +15,8 @@ import (
 	"log/slog"
 	"path"
 	"sort"
-	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hubproxy/hubproxy/internal/fetch"
@@ -60,8 +58,13 @@ type Options struct {
 	SpeculativeRead int64
 	// MaxHeaderSize caps accepted headers; default the reference's 100 MB.
 	MaxHeaderSize uint64
-	// Headers bounds the parsed-header cache. Default 1024.
-	Headers int
+	// HeaderCacheBytes bounds the parsed-header cache by the heap its
+	// headers hold, as headerCost estimates it, rather than by their number:
+	// a parsed header holds nearly twice its JSON length (a 23 MB header of
+	// 200,000 tensors keeps about 42 MB), and headers of up to 100 MB are
+	// accepted. A header that alone exceeds the budget is not cached, and
+	// is parsed again when asked for. Default 64 MiB.
+	HeaderCacheBytes int64
 	// MaxIndexSize bounds a sharded index file. Default 16 MiB.
 	MaxIndexSize int64
 	// Observe, when set, is told how each header was obtained: "parsed"
@@ -75,7 +78,7 @@ type Service struct {
 	files   Files
 	opts    Options
 	log     *slog.Logger
-	headers *lru.Cache[string, *header.Header] // file ETag → parsed header
+	headers *costLRU[string, *header.Header] // file ETag → parsed header
 	group   singleflight.Group
 }
 
@@ -84,8 +87,8 @@ func New(files Files, opts Options) *Service {
 	if opts.SpeculativeRead <= 0 {
 		opts.SpeculativeRead = 64 << 10
 	}
-	if opts.Headers <= 0 {
-		opts.Headers = 1024
+	if opts.HeaderCacheBytes <= 0 {
+		opts.HeaderCacheBytes = 64 << 20
 	}
 	if opts.MaxIndexSize <= 0 {
 		opts.MaxIndexSize = 16 << 20
@@ -96,8 +99,7 @@ func New(files Files, opts Options) *Service {
 	if opts.Observe == nil {
 		opts.Observe = func(string) {}
 	}
-	c, _ := lru.New[string, *header.Header](opts.Headers)
-	return &Service{files: files, opts: opts, log: opts.Logger, headers: c}
+	return &Service{files: files, opts: opts, log: opts.Logger, headers: newCostLRU[string, *header.Header](opts.HeaderCacheBytes)}
 }
 
 // File is one safetensors file of a repo with its parsed header.
@@ -140,7 +142,9 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 	// Parsing is shared by concurrent callers of the same content; every
 	// caller has already passed its own access check in Open. The shared
 	// read opens its own blob on a detached context: the caller that starts
-	// it may leave, and its blob with it, while others still wait.
+	// it may leave, and its blob with it, while others still wait. It also
+	// caches what it parsed, so the cost is reckoned once per parse, not
+	// once per waiting caller.
 	ch := s.group.DoChan(info.ETag, func() (any, error) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), headerReadTimeout)
 		defer cancel()
@@ -149,7 +153,12 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 			return nil, err
 		}
 		defer own.Close()
-		return s.readHeader(own, info.Size)
+		h, err := s.readHeader(own, info.Size)
+		if err != nil {
+			return nil, err
+		}
+		s.headers.Add(info.ETag, h, headerCost(h)+int64(len(info.ETag)))
+		return h, nil
 	})
 	select {
 	case <-ctx.Done():
@@ -166,9 +175,7 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 			return File{}, fmt.Errorf("reading the header of %s: %w", p, res.Err)
 		}
 		s.opts.Observe("parsed")
-		h := res.Val.(*header.Header)
-		s.headers.Add(info.ETag, h)
-		return File{FileInfo: info, Header: h}, nil
+		return File{FileInfo: info, Header: res.Val.(*header.Header)}, nil
 	}
 }
 
@@ -291,36 +298,6 @@ func (s *Service) layoutOf(ctx context.Context, auth string, repo hub.Repo, rev,
 func isMissingFile(err error) bool {
 	var se *fetch.StatusError
 	return errors.As(err, &se) && se.Code == 404 && se.ErrorCode == "EntryNotFound"
-}
-
-// Headers reads the headers of all files of l concurrently, pinned to l's
-// commit so that a branch moving meanwhile cannot mix two versions.
-func (s *Service) Headers(ctx context.Context, auth string, repo hub.Repo, l Layout) ([]File, error) {
-	files := make([]File, len(l.Files))
-	errs := make([]error, len(l.Files))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i, p := range l.Files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			files[i], errs[i] = s.header(ctx, auth, repo, l.Commit, p)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the first shard's error, in index order
-		}
-	}
-	return files, nil
 }
 
 // Locate finds one tensor by name at rev.
