@@ -30,10 +30,27 @@
 // Reads round out to Options.BlockSize. The blocks a read needs that are
 // neither present nor claimed by a fill in flight are claimed, merged into as
 // few upstream requests as possible, split at Options.ChunkSize and fetched in
-// parallel (at most Options.MaxFills requests process-wide). A fill runs on a
-// context detached from the reader that caused it, writes each block into the
-// sparse file and only then marks it present, waking the readers that wait
-// for it; readers always copy from the file, never from the upstream body.
+// parallel (at most Options.MaxFills requests process-wide). A fill writes
+// each block into the sparse file and only then marks it present, waking the
+// readers that wait for it; readers always copy from the file, never from the
+// upstream body.
+//
+// A fill of blocks a read needs runs on a context detached from the reader
+// that caused it, so a client that hangs up never aborts a fill another
+// reader waits for. Read-ahead (blocks planned beyond the read, inside the
+// Expect window) belongs to its Handle: when the Handle is closed or its
+// context ends, its read-ahead is cancelled, queued or streaming, unless
+// another reader has come to wait for some of its blocks and so adopted it.
+// A cancelled fill keeps the blocks it wrote and hands back the rest without
+// counting a failure.
+//
+// # Eviction
+//
+// The least recently opened items nobody holds are evicted to keep the store
+// within its budget. Under the store's lock an item is only detached and its
+// file renamed into .hubproxy/tmp/; a janitor goroutine then deletes the file
+// and removes the snapshot symlinks that dangle, walking each repo's
+// snapshots/ once for all the blobs of a batch.
 //
 // # Promotion
 //

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache/ranges"
 	"github.com/hubproxy/hubproxy/internal/hub"
@@ -26,6 +27,7 @@ type fakeOrigin struct {
 
 	requests atomic.Int64 // FetchRange calls
 	bytes    atomic.Int64 // bytes those calls asked for
+	served   atomic.Int64 // bytes read from the bodies returned
 
 	mu   sync.Mutex
 	reqs []ranges.Range // guarded by mu
@@ -55,7 +57,19 @@ func (o *fakeOrigin) FetchRange(ctx context.Context, off, n int64) (io.ReadClose
 	if o.wrap != nil {
 		body = o.wrap(ctx, off, n, body)
 	}
-	return io.NopCloser(body), nil
+	return io.NopCloser(&countReader{r: body, n: &o.served}), nil
+}
+
+// countReader adds what it reads to n.
+type countReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func (o *fakeOrigin) requested() []ranges.Range {
@@ -137,10 +151,16 @@ func fileFor(path string, data []byte) File {
 // closed when the test ends.
 func newStore(t *testing.T, opts Options) *Store {
 	t.Helper()
+	return newStoreHooks(t, opts, testHooks{})
+}
+
+// newStoreHooks is newStore with test hooks.
+func newStoreHooks(t *testing.T, opts Options, hooks testHooks) *Store {
+	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	s, err := Open(opts)
+	s, err := open(opts, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +187,13 @@ func readSeq(h *Handle, off, end, step int64, want []byte) error {
 }
 
 // settle waits for the fills and promotions in flight to finish (their
-// tails, such as saving a sidecar, may outlive the read that needed them).
-// Only call it when no read is in progress.
-func settle(s *Store) { s.wg.Wait() }
+// tails, such as saving a sidecar, may outlive the read that needed them),
+// then for the janitor to remove what they evicted. Only call it when no
+// read is in progress.
+func settle(s *Store) {
+	s.wg.Wait()
+	s.jan.wg.Wait()
+}
 
 // openRead opens f, reads all of it sequentially within an Expect window and
 // closes it.
@@ -185,4 +209,44 @@ func openRead(t *testing.T, s *Store, f File, o Origin) {
 	}
 	h.Close()
 	settle(s)
+}
+
+// hangAfter bounds the waits below. It only turns a broken (blocking)
+// implementation into a failure instead of a hang; it measures nothing.
+const hangAfter = 30 * time.Second
+
+// waitItem waits until cond, checked under it.mu, holds, waking on every
+// change of the item.
+func waitItem(t *testing.T, it *item, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(hangAfter)
+	defer deadline.Stop()
+	for {
+		it.mu.Lock()
+		ok, ch := cond(), it.changed
+		it.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("still waiting for %s", what)
+		}
+	}
+}
+
+// waitChan waits for ch to yield or be closed. Call it on the test's
+// goroutine: it ends the test (running its defers) when ch never does.
+func waitChan[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	deadline := time.NewTimer(hangAfter)
+	defer deadline.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-deadline.C:
+		t.Fatalf("still waiting for %s", what)
+		panic("unreachable")
+	}
 }

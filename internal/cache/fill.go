@@ -27,15 +27,15 @@ func (s *Store) goTracked(it *item, fn func()) bool {
 	return true
 }
 
-// startFills starts one fill per claimed range. parent supplies values (not
-// cancellation) to the upstream requests.
-func (s *Store) startFills(parent context.Context, it *item, o Origin, todo []ranges.Range) {
-	for i, r := range todo {
-		if !s.goTracked(it, func() { s.fill(parent, it, o, r) }) {
+// startFills starts one fill per planned job.
+func (s *Store) startFills(it *item, o Origin, jobs []fillJob) {
+	for i, j := range jobs {
+		if !s.goTracked(it, func() { s.fill(it, o, j) }) {
 			// Closing: hand the claims back so nothing waits on them.
 			it.mu.Lock()
-			for _, r := range todo[i:] {
-				it.pending.Remove(r)
+			for _, j := range jobs[i:] {
+				it.endAheadLocked(j.ahead)
+				it.pending.Remove(j.r)
 			}
 			it.broadcastLocked()
 			it.mu.Unlock()
@@ -44,17 +44,27 @@ func (s *Store) startFills(parent context.Context, it *item, o Origin, todo []ra
 	}
 }
 
-// fill fetches r (block-aligned, claimed in it.pending) with one upstream
+// fill fetches j.r (block-aligned, claimed in it.pending) with one upstream
 // request. Each block is written to the data file and then marked present, so
-// readers are served while the rest streams in. On error the blocks already
-// received stay present and the rest are released for a later retry; the
-// sidecar is saved either way.
-func (s *Store) fill(parent context.Context, it *item, o Origin, r ranges.Range) {
-	pos, err := s.fetchInto(parent, it, o, r)
-	if err != nil {
-		it.mu.Lock()
+// readers are served while the rest streams in. When the fill stops early the
+// blocks already received stay present and the rest are released: counted as
+// a failure against the block it stopped at, unless it was read-ahead its
+// handle abandoned, which says nothing about the upstream. The sidecar is
+// saved either way.
+func (s *Store) fill(it *item, o Origin, j fillJob) {
+	r := j.r
+	pos, err := s.fetchInto(j.ctx, it, o, r)
+	it.mu.Lock()
+	abandoned := it.endAheadLocked(j.ahead)
+	switch {
+	case err == nil:
+	case abandoned:
+		it.releaseLocked(ranges.Range{Pos: pos, End: r.End})
+	default:
 		it.failLocked(ranges.Range{Pos: pos, End: r.End}, err)
-		it.mu.Unlock()
+	}
+	it.mu.Unlock()
+	if err != nil && !abandoned {
 		s.stats.fillErrors.Add(1)
 		if !s.isClosed() {
 			s.log.Warn("cache: fill failed", "repo", it.key.repo.String(), "etag", it.key.etag,
@@ -66,15 +76,21 @@ func (s *Store) fill(parent context.Context, it *item, o Origin, r ranges.Range)
 	}
 }
 
-// fetchInto does the request of fill and returns how far it got.
-func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.Range) (pos int64, err error) {
+// fetchInto does the request of fill and returns how far it got. ctx is the
+// job's: detached from the reader, but cancelled when read-ahead is abandoned.
+func (s *Store) fetchInto(ctx context.Context, it *item, o Origin, r ranges.Range) (pos int64, err error) {
 	pos = r.Pos
 	select {
 	case s.sem <- struct{}{}:
 	case <-s.ctx.Done():
 		return pos, ErrClosed
+	case <-ctx.Done():
+		return pos, context.Cause(ctx) // abandoned before it started
 	}
 	defer func() { <-s.sem }()
+	if err := ctx.Err(); err != nil {
+		return pos, err // select picks at random among ready cases
+	}
 
 	// Reserve the chunk's bytes (released block by block as they become
 	// present, or all at once when the fill ends) so that concurrent fills
@@ -82,9 +98,8 @@ func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.R
 	s.reserved.Add(r.Size())
 	defer func() { s.reserved.Add(-(r.End - pos)) }()
 	s.evictFor()
-	// Detached from the reader that asked, bounded by FillTimeout and by the
-	// store's lifetime.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), s.opts.FillTimeout)
+	// Bounded by FillTimeout and by the store's lifetime.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.FillTimeout)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 
@@ -102,6 +117,11 @@ func (s *Store) fetchInto(parent context.Context, it *item, o Origin, r ranges.R
 	buf := make([]byte, min(it.blockSize, r.Size()))
 	var unsaved int64 // bytes made present since the sidecar was last saved
 	for pos < r.End {
+		// Stop at a block boundary once cancelled, even if the body
+		// would go on (reads from it should fail, but need not).
+		if err := ctx.Err(); err != nil {
+			return pos, err
+		}
 		n := min(it.blockSize, r.End-pos)
 		if _, err := io.ReadFull(body, buf[:n]); err != nil {
 			if errors.Is(err, io.EOF) {

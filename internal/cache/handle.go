@@ -14,7 +14,8 @@ import (
 
 // Handle reads one file of the store. It is an io.ReaderAt whose reads block
 // until the bytes are present, filling them from the Origin given to Open.
-// ReadAt may be called concurrently; Close releases the file for eviction.
+// ReadAt may be called concurrently; Close releases the file for eviction and
+// cancels the handle's read-ahead that no other reader waits for.
 type Handle struct {
 	s      *Store
 	it     *item
@@ -24,8 +25,13 @@ type Handle struct {
 	ctx context.Context
 	// file is it.file at Open; it stays open (and follows promotion's rename)
 	// while the handle holds its reference.
-	file   *os.File
-	closed atomic.Bool
+	file *os.File
+	// stopAbandon unregisters abandon from ctx (see Store.Open).
+	stopAbandon func() bool
+	closed      atomic.Bool
+
+	// Guarded by it.mu, as it is read while planning fills.
+	gone bool // closed or ctx ended: plans no read-ahead (see ahead.go)
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -57,11 +63,14 @@ func (h *Handle) Expect(off, end int64) {
 	h.win = ranges.Range{Pos: off, End: end}
 }
 
-// Close releases the handle. It is idempotent.
+// Close releases the handle and cancels the read-ahead it started that no
+// other reader waits for. It is idempotent.
 func (h *Handle) Close() error {
 	if h.closed.Swap(true) {
 		return nil
 	}
+	h.stopAbandon()
+	h.abandon()
 	h.s.release(h.it)
 	return nil
 }
@@ -139,9 +148,10 @@ func (h *Handle) coversFile(need ranges.Range) bool {
 }
 
 // ensure returns once need is present, starting fills for the missing blocks
-// of need and of the read-ahead up to aheadEnd that nobody is fetching. It
-// plans again on every wake-up, so blocks a failed fill released are claimed
-// anew (bounded by exhaustedLocked).
+// of need and of the read-ahead up to aheadEnd that nobody is fetching, and
+// adopting the read-ahead of other handles that holds blocks of need. It
+// plans again on every wake-up, so blocks a failed or cancelled fill released
+// are claimed anew (bounded by exhaustedLocked).
 func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
 	it, s := h.it, h.s
 	for {
@@ -152,6 +162,11 @@ func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
 			return err
 		}
 		ready := it.state == stateComplete || it.present.Present(need)
+		if !ready && h.ctx.Err() != nil {
+			// The reader has left: claim nothing on its behalf.
+			it.mu.Unlock()
+			return h.ctx.Err()
+		}
 		if !ready {
 			if err := it.exhaustedLocked(need); err != nil {
 				it.mu.Unlock()
@@ -162,21 +177,33 @@ func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
 			it.mu.Unlock()
 			return fmt.Errorf("%w: bytes %d-%d of %s (no origin)", ErrNotCached, need.Pos, need.End-1, it.key.etag)
 		}
-		var todo []ranges.Range
+		var jobs []fillJob
 		if it.state == statePartial && h.origin != nil {
-			todo = it.planLocked(need, aheadEnd, final, s.opts.ChunkSize)
+			end, fin := aheadEnd, final
+			if h.gone {
+				// Closed, or its context ended, while this read was
+				// in flight: read-ahead would be cancelled at once.
+				end, fin = need.End, true
+			}
+			jobs = h.jobsLocked(need, it.planLocked(need, end, fin, s.opts.ChunkSize))
+		}
+		if !ready {
+			it.adoptLocked(h, need)
 		}
 		ch := it.changed
 		it.mu.Unlock()
 
-		if len(todo) > 0 {
-			s.startFills(h.ctx, it, h.origin, todo)
+		if len(jobs) > 0 {
+			s.startFills(it, h.origin, jobs)
 		}
 		if ready {
 			return nil
 		}
 		if s.isClosed() {
 			return ErrClosed
+		}
+		if s.hooks.wait != nil {
+			s.hooks.wait()
 		}
 		s.waiters.Add(1)
 		select {

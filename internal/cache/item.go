@@ -84,8 +84,9 @@ type item struct {
 	err     error    // why the item failed, in stateFailed
 	file    *os.File // open while refs > 0: the sparse data file, or the blob
 	present ranges.Set
-	pending ranges.Set          // blocks claimed by fills in flight
-	fails   map[int64]blockFail // by block offset; cleared when the block arrives
+	pending ranges.Set              // blocks claimed by fills in flight
+	ahead   map[*aheadFill]struct{} // the read-ahead among those fills, which handles may cancel
+	fails   map[int64]blockFail     // by block offset; cleared when the block arrives
 	links   []link
 	changed chan struct{} // closed (and replaced) on every change readers wait for
 }
@@ -137,7 +138,8 @@ func (it *item) addLinkLocked(l link) {
 
 // planLocked claims the blocks that are neither present nor pending in
 // [need.Pos, aheadEnd) and returns them as upstream requests of at most chunk
-// bytes each. Contiguous missing blocks become one request. A run lying wholly
+// bytes each. Contiguous missing blocks become one request, except that the
+// blocks need covers and the read-ahead beyond them never share one. A run lying wholly
 // beyond need that is shorter than a chunk and ends at aheadEnd is left for a
 // later call unless final is set (aheadEnd is the end of the caller's window),
 // so read-ahead requests stay chunk-sized as the window slides. Read-ahead
@@ -147,21 +149,33 @@ func (it *item) planLocked(need ranges.Range, aheadEnd int64, final bool, chunk 
 	needBlocks := it.blocksOf(need)
 	region := it.blocksOf(ranges.Range{Pos: need.Pos, End: max(need.End, aheadEnd)})
 	var out []ranges.Range
+	claim := func(u ranges.Range) {
+		for pos := u.Pos; pos < u.End; pos += chunk {
+			r := ranges.Range{Pos: pos, End: min(pos+chunk, u.End)}
+			it.pending.Insert(r)
+			out = append(out, r)
+		}
+	}
 	for _, m := range it.present.Missing(region) {
 		for _, u := range it.pending.Missing(m) {
-			if u.Pos >= needBlocks.End {
-				if u.End == region.End && !final && u.Size() < chunk {
-					continue // wait until a whole chunk can be claimed
+			// The needed blocks and the read-ahead are claimed as
+			// separate requests: a needed fill runs to completion
+			// whoever leaves, read-ahead is cancelled with its reader,
+			// so a chunk must not straddle the two.
+			if u.Pos < needBlocks.End {
+				claim(ranges.Range{Pos: u.Pos, End: min(u.End, needBlocks.End)})
+				if u.End <= needBlocks.End {
+					continue
 				}
-				if it.fails[u.Pos].n > 0 {
-					continue // failed lately: only a reader that needs it retries
-				}
+				u.Pos = needBlocks.End
 			}
-			for pos := u.Pos; pos < u.End; pos += chunk {
-				r := ranges.Range{Pos: pos, End: min(pos+chunk, u.End)}
-				it.pending.Insert(r)
-				out = append(out, r)
+			if u.End == region.End && !final && u.Size() < chunk {
+				continue // wait until a whole chunk can be claimed
 			}
+			if it.fails[u.Pos].n > 0 {
+				continue // failed lately: only a reader that needs it retries
+			}
+			claim(u)
 		}
 	}
 	return out
@@ -204,6 +218,14 @@ func (it *item) markPresentLocked(r ranges.Range) (whole bool) {
 		return true
 	}
 	return false
+}
+
+// releaseLocked hands back the claim on r, which a cancelled fill did not
+// get to, for whoever needs it next. Cancellation says nothing about the
+// upstream, so unlike failLocked it counts nothing against the blocks.
+func (it *item) releaseLocked(r ranges.Range) {
+	it.pending.Remove(r)
+	it.broadcastLocked()
 }
 
 // failLocked releases the claim on r after a fill stopped at r.Pos with err,

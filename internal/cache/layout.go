@@ -162,9 +162,21 @@ func (p paths) ensureSymlink(r hub.Repo, commit, path, etag string) error {
 }
 
 // removeLinksTo deletes every symlink under the repo's snapshots/ that points
-// at blobs/<etag>, including links huggingface_hub made itself, so evicting a
-// blob never leaves dangling snapshot entries behind.
+// at blobs/<etag> and no longer resolves, including links huggingface_hub
+// made itself, so removing a blob never leaves dangling snapshot entries
+// behind.
 func (p paths) removeLinksTo(r hub.Repo, etag string) error {
+	return p.removeDanglingLinks(r, map[string]bool{etag: true})
+}
+
+// removeDanglingLinks walks the repo's snapshots/ once and deletes every
+// symlink to blobs/<etag>, for any etag in etags, whose target does not
+// exist. A link whose blob exists (again) is kept: the blob may have been
+// fetched and promoted anew since it was removed. The check and the unlink
+// are not atomic, so a promotion landing in between loses its link; that is
+// benign, as Open recreates the snapshot symlink of every complete blob it
+// serves.
+func (p paths) removeDanglingLinks(r hub.Repo, etags map[string]bool) error {
 	root := filepath.Join(p.repo(r), "snapshots")
 	var errs []error
 	err := filepath.WalkDir(root, func(name string, d fs.DirEntry, err error) error {
@@ -182,10 +194,14 @@ func (p paths) removeLinksTo(r hub.Repo, etag string) error {
 		if err != nil {
 			return nil
 		}
-		if filepath.Base(target) == etag && filepath.Base(filepath.Dir(target)) == "blobs" {
-			if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
+		if !etags[filepath.Base(target)] || filepath.Base(filepath.Dir(target)) != "blobs" {
+			return nil
+		}
+		if _, err := os.Stat(name); !errors.Is(err, fs.ErrNotExist) {
+			return nil // resolves (or cannot tell): not ours to remove
+		}
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
 		return nil
 	})

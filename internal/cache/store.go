@@ -21,9 +21,11 @@ import (
 // before that item's mu; never the other way round. Store.closeMu is only
 // ever taken alone (to start a tracked goroutine, or by Close). No lock is
 // held across an upstream request, a hash, or a wait; under Store.mu only
-// cheap file-system calls happen (open, close, unlink, statfs, and the
-// snapshot walk of an evicted blob). Methods named fooLocked expect the
-// relevant mu to be held.
+// cheap, O(1) file-system calls happen (open, close, stat, rename, statfs,
+// and unlinking small files). Never walk a directory or unlink a large file
+// under it: removals rename their file into tmp/ and leave the rest to the
+// janitor (janitor.go). Methods named fooLocked expect the relevant mu to be
+// held.
 
 // Origin fetches bytes of one file from upstream. The body must yield exactly
 // n bytes or an error (the caller's implementation validates Content-Range,
@@ -41,28 +43,6 @@ type File struct {
 	Path   string // path inside the repo (hub.ValidPath; checked again)
 	ETag   string // normalised; a sha256 or git sha1, else Open returns ErrUncacheable
 	Size   int64
-}
-
-// Stats is a snapshot of the store's contents and counters.
-type Stats struct {
-	Blobs          int   // complete, verified files
-	BlobBytes      int64 // their total size
-	Partials       int   // files being filled
-	PartialBytes   int64 // bytes present in partial files
-	InUse          int   // items with open handles, fills or promotions
-	Evictions      int64 // items evicted for space since Open
-	FillRequests   int64 // upstream requests made by fills
-	FillBytes      int64 // bytes those requests asked for
-	FillErrors     int64 // fills that ended early with an error
-	Promotions     int64 // partials verified and promoted to blobs
-	VerifyFailures int64 // partials whose hash did not match their etag
-	FillsInFlight  int   // upstream requests running now
-	Waiters        int64 // readers waiting for bytes now
-}
-
-// counters are the monotonic parts of Stats.
-type counters struct {
-	evictions, fillRequests, fillBytes, fillErrors, promotions, verifyFailures atomic.Int64
 }
 
 // linkKey is one snapshot entry: (repo, commit, path).
@@ -91,6 +71,7 @@ type Store struct {
 
 	lock    *dirLock    // held from Open to Close
 	meta    *metaBudget // keeps .hubproxy/meta bounded
+	hooks   testHooks   // nil funcs outside tests
 	closeMu sync.RWMutex
 	closed  bool           // guarded by closeMu
 	wg      sync.WaitGroup // fills and promotions; Add only under closeMu with !closed
@@ -101,12 +82,18 @@ type Store struct {
 	lru   *list.List          // of *item, most recently opened at the front
 	links map[linkKey]*item   // snapshot entries of partial items, for Stat
 	index map[*item][]linkKey // the links entries of each item, to drop them
+	jan   janitor             // disk work left by removals; partly guarded by mu (see its fields)
 }
 
 // Open creates the directory tree if needed, reloads partials from their
 // sidecars (dropping ranges whose data is short), indexes existing blobs, and
 // evicts down to the budget.
 func Open(opts Options) (*Store, error) {
+	return open(opts, testHooks{})
+}
+
+// open is Open with test hooks.
+func open(opts Options, hooks testHooks) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -126,15 +113,12 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	// Temp files of a previous process are garbage: nothing refers to them.
-	if ents, err := os.ReadDir(p.tmp()); err == nil {
-		for _, e := range ents {
-			_ = os.RemoveAll(p.tmp() + string(os.PathSeparator) + e.Name())
-		}
-	}
+	wipeTmp(p)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		lock:   lock,
 		meta:   newMetaBudget(p.meta(), opts.MaxMetaBytes),
+		hooks:  hooks,
 		opts:   opts,
 		paths:  p,
 		log:    opts.Logger,
@@ -175,8 +159,8 @@ func checkVersion(p paths) error {
 func (s *Store) isClosed() bool { return s.ctx.Err() != nil }
 
 // Close aborts fills in flight (their received blocks are kept and recorded),
-// waits for them, and closes every file. Handles still open fail with
-// ErrClosed. Close is idempotent.
+// waits for them and for the removal of what was evicted, and closes every
+// file. Handles still open fail with ErrClosed. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	if s.closed {
@@ -199,6 +183,9 @@ func (s *Store) Close() error {
 		it.mu.Unlock()
 	}
 	s.wg.Wait()
+	// Fills and promotions are over, so nothing evicts any more; finish
+	// the removals they queued while the directory lock is still held.
+	s.closeJanitor()
 
 	var errs []error
 	for _, it := range all {
@@ -214,8 +201,10 @@ func (s *Store) Close() error {
 }
 
 // Open returns a Handle reading f, filling it from o as needed. The Handle's
-// reads wait (for fills or verification) only as long as ctx allows; fills
-// themselves are detached from ctx. With a nil o (offline) only bytes already
+// reads wait (for fills or verification) only as long as ctx allows. Fills of
+// bytes a read needs are detached from ctx and run to completion; read-ahead
+// fills are cancelled once ctx ends or the Handle is closed, unless another
+// reader has come to wait for them. With a nil o (offline) only bytes already
 // present are served; reading others returns an error wrapping ErrNotCached.
 func (s *Store) Open(ctx context.Context, f File, o Origin) (*Handle, error) {
 	if err := validFile(f); err != nil {
@@ -245,7 +234,9 @@ func (s *Store) Open(ctx context.Context, f File, o Origin) (*Handle, error) {
 			}
 			return nil, fmt.Errorf("cache: %w", err)
 		}
-		return &Handle{s: s, it: it, origin: o, ctx: ctx, file: file}, nil
+		h := &Handle{s: s, it: it, origin: o, ctx: ctx, file: file}
+		h.stopAbandon = context.AfterFunc(ctx, h.abandon)
+		return h, nil
 	}
 }
 
@@ -383,71 +374,4 @@ func (s *Store) forget(it *item) {
 		return
 	}
 	s.detachLocked(it)
-}
-
-// detachLocked removes it from the index and the budget.
-func (s *Store) detachLocked(it *item) {
-	if s.items[it.key] == it {
-		delete(s.items, it.key)
-	}
-	if it.elem != nil {
-		s.lru.Remove(it.elem)
-		it.elem = nil
-	}
-	s.unindexLinksLocked(it)
-	it.removed = true
-	it.addBytes(-it.bytes.Load())
-}
-
-// removeLocked detaches it and deletes its files: the blob and the snapshot
-// symlinks pointing at it, or the partial's data file and sidecar. Open
-// handles (only possible after a failed verification) keep reading their
-// unlinked file.
-func (s *Store) removeLocked(it *item) {
-	s.detachLocked(it)
-	var errs []error
-	rm := func(name string) {
-		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if it.complete.Load() {
-		rm(it.blobPath)
-		errs = append(errs, s.paths.removeLinksTo(it.key.repo, it.key.etag))
-	} else {
-		rm(it.dataPath)
-		rm(it.sidecarPath)
-	}
-	if err := errors.Join(errs...); err != nil {
-		s.log.Warn("cache: removing item", "repo", it.key.repo.String(), "etag", it.key.etag, "err", err)
-	}
-}
-
-// Stats reports the store's contents and counters.
-func (s *Store) Stats() Stats {
-	st := Stats{
-		Evictions:      s.stats.evictions.Load(),
-		FillRequests:   s.stats.fillRequests.Load(),
-		FillBytes:      s.stats.fillBytes.Load(),
-		FillErrors:     s.stats.fillErrors.Load(),
-		Promotions:     s.stats.promotions.Load(),
-		VerifyFailures: s.stats.verifyFailures.Load(),
-		FillsInFlight:  len(s.sem),
-		Waiters:        s.waiters.Load(),
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, it := range s.items {
-		if it.complete.Load() {
-			st.Blobs++
-			st.BlobBytes += it.size
-		} else {
-			st.Partials++
-			st.PartialBytes += it.bytes.Load()
-		}
-		if it.refs.Load() > 0 {
-			st.InUse++
-		}
-	}
-	return st
 }

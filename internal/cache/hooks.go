@@ -1,0 +1,13 @@
+package cache
+
+// testHooks stop the store at points a test needs to hold or observe. They
+// are nil outside tests, and set before Open returns, so reading them needs
+// no lock.
+type testHooks struct {
+	// janitorBatch runs on the janitor goroutine after it took a batch off
+	// the queue and before it touches the disk.
+	janitorBatch func()
+	// wait runs in Handle.ensure each time a reader is about to wait for
+	// fills, after it planned and adopted what it needs.
+	wait func()
+}
