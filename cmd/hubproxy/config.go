@@ -56,8 +56,13 @@ func addServeFlags(fs *pflag.FlagSet) {
 	fs.Duration("revision-ttl", d.RevisionTTL, "how long a branch or tag stays mapped to a commit")
 	fs.Duration("url-ttl", d.URLTTL, "how long a resolved file and its signed CDN URL are reused")
 	fs.Duration("access-ttl", d.AccessTTL, "how long a token's access decision from upstream is reused (revocation delay)")
+	fs.Duration("public-ttl", d.PublicTTL, "how long upstream's word that a repo or file is public is trusted while upstream is unavailable")
+	fs.Duration("outage-grace", d.OutageGrace, "while upstream is unavailable, callers it granted a repo within this time keep reading it from the cache; 0 = off")
+	fs.Duration("metadata-timeout", d.MetadataTimeout, "limit for one upstream metadata call (resolve, API headers), retries included")
 	fs.Duration("fill-timeout", d.FillTimeout, "limit for one upstream range request")
 	fs.Duration("stall-timeout", d.StallTimeout, "an upstream body making no progress this long is abandoned")
+	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long transfers in flight may finish before they are cut")
+	fs.String("tensor-header-cache-bytes", formatSize(d.HeaderCacheBytes), "memory for parsed safetensors headers")
 	fs.String("admin-listen", d.AdminListen, "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it")
 	fs.String("gpu-driver-path", d.GPUDriverPath, "CUDA driver library loaded at run time (builds with -tags cuda)")
 	fs.Duration("gpu-lease-ttl", d.GPULeaseTTL, "GPU leases not released by then are freed, so a crashed consumer leaks nothing")
@@ -78,6 +83,8 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		"block-size": formatSize(d.BlockSize), "chunk-size": formatSize(d.ChunkSize),
 		"read-ahead": d.ReadAhead, "upstream-parallelism": d.UpstreamConns,
 		"revision-ttl": d.RevisionTTL, "url-ttl": d.URLTTL, "access-ttl": d.AccessTTL, "fill-timeout": d.FillTimeout,
+		"public-ttl": d.PublicTTL, "outage-grace": d.OutageGrace, "metadata-timeout": d.MetadataTimeout,
+		"shutdown-timeout": d.ShutdownTimeout, "tensor-header-cache-bytes": formatSize(d.HeaderCacheBytes),
 		"stall-timeout": d.StallTimeout, "log-level": d.LogLevel, "log-format": d.LogFormat,
 		"admin-listen": d.AdminListen, "gpu-driver-path": d.GPUDriverPath, "gpu-lease-ttl": d.GPULeaseTTL,
 		"gpu-device-budget-bytes": "0",
@@ -97,32 +104,37 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 		}
 	}
 	cfg := app.Config{
-		Listen:        v.GetString("listen"),
-		Upstream:      v.GetString("upstream"),
-		UpstreamToken: v.GetString("upstream-token"),
-		RedirectHosts: v.GetStringSlice("redirect-hosts"),
-		PublicURL:     v.GetString("public-url"),
-		Offline:       v.GetBool("offline"),
-		CacheDir:      expandHome(v.GetString("cache-dir")),
-		ReadAhead:     v.GetInt("read-ahead"),
-		UpstreamConns: v.GetInt("upstream-parallelism"),
-		RevisionTTL:   v.GetDuration("revision-ttl"),
-		URLTTL:        v.GetDuration("url-ttl"),
-		AccessTTL:     v.GetDuration("access-ttl"),
-		FillTimeout:   v.GetDuration("fill-timeout"),
-		StallTimeout:  v.GetDuration("stall-timeout"),
-		LogLevel:      v.GetString("log-level"),
-		LogFormat:     v.GetString("log-format"),
-		AdminListen:   v.GetString("admin-listen"),
-		GPUDriverPath: v.GetString("gpu-driver-path"),
-		GPULeaseTTL:   v.GetDuration("gpu-lease-ttl"),
+		Listen:          v.GetString("listen"),
+		Upstream:        v.GetString("upstream"),
+		UpstreamToken:   v.GetString("upstream-token"),
+		RedirectHosts:   v.GetStringSlice("redirect-hosts"),
+		PublicURL:       v.GetString("public-url"),
+		Offline:         v.GetBool("offline"),
+		CacheDir:        expandHome(v.GetString("cache-dir")),
+		ReadAhead:       v.GetInt("read-ahead"),
+		UpstreamConns:   v.GetInt("upstream-parallelism"),
+		RevisionTTL:     v.GetDuration("revision-ttl"),
+		URLTTL:          v.GetDuration("url-ttl"),
+		AccessTTL:       v.GetDuration("access-ttl"),
+		PublicTTL:       v.GetDuration("public-ttl"),
+		OutageGrace:     v.GetDuration("outage-grace"),
+		MetadataTimeout: v.GetDuration("metadata-timeout"),
+		ShutdownTimeout: v.GetDuration("shutdown-timeout"),
+		FillTimeout:     v.GetDuration("fill-timeout"),
+		StallTimeout:    v.GetDuration("stall-timeout"),
+		LogLevel:        v.GetString("log-level"),
+		LogFormat:       v.GetString("log-format"),
+		AdminListen:     v.GetString("admin-listen"),
+		GPUDriverPath:   v.GetString("gpu-driver-path"),
+		GPULeaseTTL:     v.GetDuration("gpu-lease-ttl"),
 	}
 	for key, dst := range map[string]*int64{
-		"cache-max-bytes":         &cfg.CacheMaxBytes,
-		"cache-min-free-bytes":    &cfg.MinFreeBytes,
-		"block-size":              &cfg.BlockSize,
-		"gpu-device-budget-bytes": &cfg.GPUDeviceBudgetBytes,
-		"chunk-size":              &cfg.ChunkSize,
+		"cache-max-bytes":           &cfg.CacheMaxBytes,
+		"cache-min-free-bytes":      &cfg.MinFreeBytes,
+		"block-size":                &cfg.BlockSize,
+		"gpu-device-budget-bytes":   &cfg.GPUDeviceBudgetBytes,
+		"chunk-size":                &cfg.ChunkSize,
+		"tensor-header-cache-bytes": &cfg.HeaderCacheBytes,
 	} {
 		n, err := parseSize(v.GetString(key))
 		if err != nil {

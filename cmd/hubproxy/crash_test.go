@@ -23,12 +23,7 @@ import (
 // filling a file, several times, and checks that each restart resumes from a
 // cache that never claims bytes it does not hold, ending with a verified blob.
 func TestKillDuringFillThenRestart(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "hubproxy")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 
 	// The bandwidth cap keeps each fill running long enough to be killed.
 	h := hubtest.NewT(t, hubtest.Options{BandwidthPerConn: 8 << 20})

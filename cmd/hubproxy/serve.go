@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,8 +54,13 @@ func serve(ctx context.Context, cfg app.Config) error {
 	if err != nil {
 		return err
 	}
+	var inflight atomic.Int64 // requests being served, for the shutdown log
 	srv := &http.Server{
-		Handler:           h.Main,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer inflight.Add(-1)
+			h.Main.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
@@ -73,7 +80,7 @@ func serve(ctx context.Context, cfg app.Config) error {
 			// Runs before the cache and GPU are closed (defers unwind in
 			// reverse): a staging in progress finishes first.
 			defer func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, time.Second))
 				defer cancel()
 				admin.Shutdown(sctx)
 			}()
@@ -85,12 +92,31 @@ func serve(ctx context.Context, cfg app.Config) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	return drain(srv, &inflight, cfg.ShutdownTimeout, log)
+}
+
+// drain stops accepting connections and lets requests in flight finish for
+// up to timeout; those still running then are cut, and said so. Either way
+// the shutdown is orderly (exit 0): the cache closes cleanly afterwards and
+// keeps every byte fills had written.
+func drain(srv *http.Server, inflight *atomic.Int64, timeout time.Duration, log *slog.Logger) error {
+	if timeout <= 0 {
+		timeout = app.Defaults().ShutdownTimeout
+	}
+	log.Info("shutting down: draining requests in flight", "in_flight", inflight.Load(), "timeout", timeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := srv.Shutdown(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		cut := inflight.Load()
+		srv.Close()
+		log.Warn("shutdown: drain time is over; cut the transfers still running", "cut", cut, "timeout", timeout.String())
+		return nil
+	case err != nil && !errors.Is(err, http.ErrServerClosed):
 		return err
 	}
+	log.Info("shutdown: every request finished")
 	return nil
 }
 

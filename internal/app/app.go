@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
@@ -25,6 +26,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/server"
+	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
 // Config is everything hubproxy serve needs. Zero values mean the defaults
@@ -45,11 +47,21 @@ type Config struct {
 	UpstreamConns int           `mapstructure:"upstream-parallelism"`
 	RevisionTTL   time.Duration `mapstructure:"revision-ttl"`
 	AccessTTL     time.Duration `mapstructure:"access-ttl"`
+	PublicTTL     time.Duration `mapstructure:"public-ttl"`
+	OutageGrace   time.Duration `mapstructure:"outage-grace"`
 	URLTTL        time.Duration `mapstructure:"url-ttl"`
 	FillTimeout   time.Duration `mapstructure:"fill-timeout"`
 	StallTimeout  time.Duration `mapstructure:"stall-timeout"`
-	LogLevel      string        `mapstructure:"log-level"`
-	LogFormat     string        `mapstructure:"log-format"`
+	// MetadataTimeout bounds one upstream metadata call (a HEAD, an API
+	// answer's headers), retries included; the one huggingface_hub gives a
+	// HEAD is 10s, so a slower answer is worthless to the client anyway.
+	MetadataTimeout time.Duration `mapstructure:"metadata-timeout"`
+	// ShutdownTimeout is how long SIGTERM waits for transfers in flight.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
+	// HeaderCacheBytes bounds the parsed safetensors headers kept in memory.
+	HeaderCacheBytes int64  `mapstructure:"tensor-header-cache-bytes"`
+	LogLevel         string `mapstructure:"log-level"`
+	LogFormat        string `mapstructure:"log-format"`
 
 	// GPU staging (admin API).
 	AdminListen          string        `mapstructure:"admin-listen"`
@@ -61,30 +73,40 @@ type Config struct {
 	Transport http.RoundTripper `mapstructure:"-"`
 	// Stager overrides the GPU copier (tests).
 	Stager server.Stager `mapstructure:"-"`
+	// Now is the clock for access and cache-reuse decisions (tests); nil
+	// means time.Now.
+	Now func() time.Time `mapstructure:"-"`
+	// UpstreamCooldown is how long a failed upstream is left alone before a
+	// probe (tests shorten or lengthen it); 0 means fetch's default.
+	UpstreamCooldown time.Duration `mapstructure:"-"`
 }
 
 // Defaults returns the configuration hubproxy serve runs with when nothing is
 // set. cmd/hubproxy seeds its flags from it, so the two never disagree.
 func Defaults() Config {
 	return Config{
-		Listen:        ":8080",
-		Upstream:      "https://huggingface.co",
-		CacheMaxBytes: 100 << 30,
-		MinFreeBytes:  1 << 30,
-		BlockSize:     64 << 10,
-		ChunkSize:     8 << 20,
-		ReadAhead:     4,
-		UpstreamConns: 16,
-		RevisionTTL:   30 * time.Second,
-		AccessTTL:     time.Minute,
-		URLTTL:        30 * time.Minute,
-		FillTimeout:   5 * time.Minute,
-		StallTimeout:  30 * time.Second,
-		LogLevel:      "info",
-		LogFormat:     "text",
-		AdminListen:   "unix:///run/hubproxy/admin.sock",
-		GPUDriverPath: "libcuda.so.1",
-		GPULeaseTTL:   10 * time.Minute,
+		Listen:           ":8080",
+		Upstream:         "https://huggingface.co",
+		CacheMaxBytes:    100 << 30,
+		MinFreeBytes:     1 << 30,
+		BlockSize:        64 << 10,
+		ChunkSize:        8 << 20,
+		ReadAhead:        4,
+		UpstreamConns:    16,
+		RevisionTTL:      30 * time.Second,
+		AccessTTL:        time.Minute,
+		PublicTTL:        24 * time.Hour,
+		URLTTL:           30 * time.Minute,
+		FillTimeout:      5 * time.Minute,
+		StallTimeout:     30 * time.Second,
+		MetadataTimeout:  10 * time.Second,
+		ShutdownTimeout:  25 * time.Second,
+		HeaderCacheBytes: 64 << 20,
+		LogLevel:         "info",
+		LogFormat:        "text",
+		AdminListen:      "unix:///run/hubproxy/admin.sock",
+		GPUDriverPath:    "libcuda.so.1",
+		GPULeaseTTL:      10 * time.Minute,
 	}
 }
 
@@ -105,7 +127,7 @@ func (c Config) Validate() error {
 	if c.CacheDir == "" {
 		return errors.New("cache-dir: must be set")
 	}
-	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 {
+	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 || c.HeaderCacheBytes < 0 {
 		return errors.New("sizes and counts must not be negative")
 	}
 	if c.BlockSize > 0 && c.ChunkSize > 0 && c.ChunkSize < c.BlockSize {
@@ -149,8 +171,8 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if transport == nil {
 		transport = fetch.DefaultTransport()
 	}
+	var cleanup cleanups
 	upstream := cfg.Upstream
-	closeDir := func() error { return nil }
 	if dir, ok := strings.CutPrefix(cfg.Upstream, "dir:"); ok {
 		// A directory of repos served as a hub, in process: for air-gapped
 		// clusters and for trying hubproxy without internet.
@@ -159,19 +181,26 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 			return nil, fmt.Errorf("upstream %s: %w", cfg.Upstream, err)
 		}
 		go dh.Warm(context.Background()) // hash plain-folder files ahead of the first HEAD
-		upstream, transport, closeDir = dirhub.URL, dirhub.Transport(dh), dh.Close
+		upstream, transport = dirhub.URL, dirhub.Transport(dh)
+		cleanup.push(dh.Close)
 	}
 	client, err := fetch.New(fetch.Options{
-		Upstream:      upstream,
-		Token:         cfg.UpstreamToken,
-		RedirectHosts: cfg.RedirectHosts,
-		Transport:     m.Transport(transport),
-		UserAgent:     "hubproxy",
-		StallTimeout:  cfg.StallTimeout,
+		Upstream:        upstream,
+		Token:           cfg.UpstreamToken,
+		RedirectHosts:   cfg.RedirectHosts,
+		Transport:       m.Transport(transport),
+		UserAgent:       "hubproxy",
+		StallTimeout:    cfg.StallTimeout,
+		MetadataTimeout: cfg.MetadataTimeout,
+		Cooldown:        cfg.UpstreamCooldown,
+		Logger:          log.With("component", "upstream"),
 	})
 	if err != nil {
-		closeDir()
+		cleanup.run()
 		return nil, fmt.Errorf("upstream client: %w", err)
+	}
+	if !cfg.Offline { // offline, the upstream is neither up nor down: it is not used
+		metrics.RegisterUpstream(reg, func() bool { return client.Health().Up })
 	}
 	store, err := cache.Open(cache.Options{
 		Dir:          cfg.CacheDir,
@@ -185,9 +214,10 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Logger:       log.With("component", "cache"),
 	})
 	if err != nil {
-		closeDir()
+		cleanup.run()
 		return nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
 	}
+	cleanup.push(store.Close)
 	metrics.RegisterStore(reg, func() metrics.StoreStats {
 		st := store.Stats()
 		return metrics.StoreStats{
@@ -201,26 +231,31 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		RevisionTTL: cfg.RevisionTTL,
 		URLTTL:      cfg.URLTTL,
 		AccessTTL:   cfg.AccessTTL,
+		PublicTTL:   cfg.PublicTTL,
+		OutageGrace: cfg.OutageGrace,
 		Observe:     m.ObserveAccess,
 		Offline:     cfg.Offline,
+		Now:         cfg.Now,
 		Logger:      log.With("component", "resolver"),
 	})
+	cleanup.push(res.Close)
 	srv := server.New(server.Options{
 		Resolver:  res,
 		Store:     store,
 		Upstream:  client,
 		PublicURL: cfg.PublicURL,
 		Offline:   cfg.Offline,
+		Now:       cfg.Now,
 		Logger:    log.With("component", "server"),
 		// Zero means the resolver's default, so the two always agree.
 		RevisionTTL:    res.RevisionTTL(),
 		AccessTTL:      res.AccessTTL(),
+		Tensor:         tensor.Options{HeaderCacheBytes: cfg.HeaderCacheBytes},
 		Metrics:        m,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:          newReadiness(cfg.CacheDir, upstream, cfg.Offline, transport).check,
+		Ready:          newReadiness(cfg.CacheDir, cfg.Offline, client).check,
 	})
 	stager := cfg.Stager
-	var closeGPU func() error
 	if stager == nil {
 		c, err := gpu.Open(gpu.Options{
 			DriverPath:   cfg.GPUDriverPath,
@@ -228,15 +263,15 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 			DeviceBudget: cfg.GPUDeviceBudgetBytes,
 		})
 		if err != nil {
-			store.Close()
-			closeDir()
+			cleanup.run()
 			return nil, fmt.Errorf("gpu: %w", err)
 		}
 		if !c.Available() {
 			_, why := c.Devices()
 			log.Info("GPU staging unavailable", "reason", why)
 		}
-		stager, closeGPU = c, c.Close
+		stager = c
+		cleanup.push(c.Close)
 	}
 	m.RegisterGPU(reg, func() (int, int64) {
 		ls := stager.Leases()
@@ -251,12 +286,30 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Stats:   func() any { return store.Stats() },
 		OnStage: m.ObserveStage,
 	})
-	return &Handlers{Main: srv, Admin: admin, Close: func() error {
-		if closeGPU != nil {
-			closeGPU()
+	return &Handlers{Main: srv, Admin: admin, Close: cleanup.run}, nil
+}
+
+// cleanups is a stack of release functions, run last-in first-out: Build
+// pushes each part as it is made, so a failure part-way releases exactly what
+// was built, and Close releases everything in the reverse order of building.
+type cleanups struct {
+	once sync.Once
+	fns  []func() error
+	err  error
+}
+
+func (c *cleanups) push(fn func() error) { c.fns = append(c.fns, fn) }
+
+// run releases everything once; later calls return the same error.
+func (c *cleanups) run() error {
+	c.once.Do(func() {
+		var errs []error
+		for i := len(c.fns) - 1; i >= 0; i-- {
+			errs = append(errs, c.fns[i]())
 		}
-		return errors.Join(store.Close(), closeDir())
-	}}, nil
+		c.err = errors.Join(errs...)
+	})
+	return c.err
 }
 
 // The wiring asserts the consumer-side interfaces here, where both sides meet.

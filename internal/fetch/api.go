@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // API sends method and pathAndQuery (which starts with "/api/") to the
@@ -21,7 +25,11 @@ import (
 // GET and HEAD follow relative redirects (up to MaxRedirects) and are retried
 // on network errors, 5xx and 429; an absolute redirect is returned as is, for
 // the caller to judge. Other methods are sent once and never redirected.
-// Network errors wrap ErrUnavailable.
+//
+// A hung upstream cannot hold the call: the response headers must arrive
+// within MetadataTimeout (retries and redirects included), and the body must
+// make progress at least every StallTimeout. Either failure, like a network
+// error, wraps ErrUnavailable.
 func (c *Client) API(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error) {
 	if !strings.HasPrefix(pathAndQuery, "/api/") {
 		return nil, errors.New("fetch: API paths start with /api/")
@@ -37,31 +45,54 @@ func (c *Client) API(ctx context.Context, method, pathAndQuery, auth string, hea
 	contentType := header.Get("Content-Type")
 	idempotent := method == http.MethodGet || method == http.MethodHead
 
+	// The call's own context: cancelled when the body is closed, or with a
+	// timeoutError if no answer came within the metadata timeout.
+	ctx, cancel := context.WithCancelCause(ctx)
+	var settled atomic.Bool // set once by whichever comes first: the answer or the timeout
+	timer := time.AfterFunc(c.metaTimeout, func() {
+		if settled.CompareAndSwap(false, true) {
+			cancel(&timeoutError{what: fmt.Sprintf("no answer within %s", c.metaTimeout)})
+		}
+	})
+	// answer hands resp to the caller unless the timeout won the race.
+	answer := func(resp *http.Response, g *guard) (*http.Response, error) {
+		timer.Stop()
+		if !settled.CompareAndSwap(false, true) {
+			resp.Body.Close()
+			g.stop()
+			return nil, transportErr(ctx, method, redact(u), context.Cause(ctx))
+		}
+		resp.Body = &apiBody{body: resp.Body, g: g, cancel: cancel, url: redact(u)}
+		return resp, nil
+	}
 	for hop := 0; ; hop++ {
-		resp, g, err := c.send(ctx, idempotent, 0, func(ctx context.Context) (*http.Request, error) {
+		resp, g, err := c.send(ctx, idempotent, c.stall, func(ctx context.Context) (*http.Request, error) {
 			return c.newRequest(ctx, method, u, authz, body, contentType)
 		})
 		if err != nil {
+			timer.Stop()
+			cancel(nil)
 			return nil, err
 		}
-		g.stop() // a no-op without a stall guard; the body stays on ctx
-		if !idempotent || resp.StatusCode < 300 || resp.StatusCode >= 400 {
-			return resp, nil
-		}
-		loc := resp.Header.Get("Location")
-		if loc == "" {
-			return resp, nil
+		if !idempotent || resp.StatusCode < 300 || resp.StatusCode >= 400 || resp.Header.Get("Location") == "" {
+			return answer(resp, g)
 		}
 		ref, perr := location(resp, u)
 		if perr != nil {
 			resp.Body.Close()
+			g.stop()
+			timer.Stop()
+			cancel(nil)
 			return nil, perr
 		}
 		if ref.IsAbs() || ref.Host != "" {
-			return resp, nil
+			return answer(resp, g)
 		}
-		discard(resp.Body)
+		g.discard(resp.Body)
+		g.stop()
 		if hop >= c.maxRedirects {
+			timer.Stop()
+			cancel(nil)
 			return nil, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}
 		}
 		// A relative redirect stays on the upstream, so the credentials
@@ -69,4 +100,38 @@ func (c *Client) API(ctx context.Context, method, pathAndQuery, auth string, hea
 		u = u.ResolveReference(ref)
 		body, contentType = nil, ""
 	}
+}
+
+// apiBody is the body of an API answer. Each Read is bounded by the stall
+// guard, so an upstream that sends headers and then goes quiet fails with an
+// error matching ErrUnavailable; Close releases the call's context.
+type apiBody struct {
+	body   io.ReadCloser
+	g      *guard
+	cancel context.CancelCauseFunc
+	url    string
+	once   sync.Once
+}
+
+func (b *apiBody) Read(p []byte) (int, error) {
+	b.g.arm()
+	n, err := b.body.Read(p)
+	b.g.disarm()
+	if err != nil && err != io.EOF {
+		if b.g.stalled() {
+			err = &netError{method: "GET", url: b.url, err: ErrStalled}
+		} else if ctx := b.g.ctx(); ctx.Err() != nil {
+			err = transportErr(ctx, "GET", b.url, err)
+		}
+	}
+	return n, err
+}
+
+func (b *apiBody) Close() error {
+	err := b.body.Close()
+	b.once.Do(func() {
+		b.g.stop()
+		b.cancel(nil)
+	})
+	return err
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -64,9 +65,16 @@ type Options struct {
 	// disables retries. Backoff is exponential from 100ms to 2s, stretched to
 	// honour Retry-After (capped at 5s) and never outliving the context.
 	Retries int
-	// StallTimeout fails a GetRange whose response makes no progress for this
-	// long with ErrStalled. Default 30s.
+	// StallTimeout fails a GetRange or API response that makes no progress
+	// for this long with ErrStalled. Default 30s.
 	StallTimeout time.Duration
+	// Cooldown is how long calls to the upstream fail at once (matching
+	// ErrUnavailable) after one got no answer, before a single probe call is
+	// let through; it doubles after each failed probe, up to a minute.
+	// Default 5s. Calls to other hosts (a CDN) are not affected.
+	Cooldown time.Duration
+	// Logger receives the breaker's state changes. Nil discards them.
+	Logger *slog.Logger
 }
 
 // Client talks to one upstream hub. It is safe for concurrent use.
@@ -87,6 +95,7 @@ type Client struct {
 	maxRedirects int
 	retries      int
 	stall        time.Duration
+	breaker      *breaker
 	// Backoff bounds; tests shrink them.
 	backoffMin, backoffMax, retryAfterMax time.Duration
 }
@@ -140,7 +149,32 @@ func New(opts Options) (*Client, error) {
 	if c.stall <= 0 {
 		c.stall = defaultStallTimeout
 	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c.breaker = newBreaker(opts.Cooldown, nil, log)
 	return c, nil
+}
+
+// Health reports whether the upstream is answering, as far as the calls made
+// to it tell: it turns false when a call gets no answer and true again when
+// one does.
+func (c *Client) Health() Health { return c.breaker.health() }
+
+// Ping sends HEAD to the upstream's base URL, once, and reports whether it
+// answered at all (any status). Its outcome feeds Health like any call's;
+// while the upstream is marked down it is refused unless it is the probe.
+func (c *Client) Ping(ctx context.Context) error {
+	resp, g, err := c.send(ctx, false, c.stall, func(ctx context.Context) (*http.Request, error) {
+		return c.newRequest(ctx, http.MethodHead, c.base, "", nil, "")
+	})
+	if err != nil {
+		return err
+	}
+	g.discard(resp.Body)
+	g.stop()
+	return nil
 }
 
 // Upstream returns a copy of the upstream base URL.

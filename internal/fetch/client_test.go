@@ -111,7 +111,7 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 func TestStatusErrorIs(t *testing.T) {
 	for _, tc := range []struct {
 		code          int
-		offOrigin     bool
+		download      bool
 		unavail, expd bool
 	}{
 		{500, false, true, false},
@@ -124,9 +124,9 @@ func TestStatusErrorIs(t *testing.T) {
 		{410, true, false, true},
 		{404, true, false, false},
 	} {
-		err := error(&StatusError{Code: tc.code, offOrigin: tc.offOrigin})
+		err := error(&StatusError{Code: tc.code, download: tc.download})
 		if errors.Is(err, ErrUnavailable) != tc.unavail || errors.Is(err, ErrExpired) != tc.expd {
-			t.Errorf("%d offOrigin=%v: Is(ErrUnavailable)=%v Is(ErrExpired)=%v", tc.code, tc.offOrigin,
+			t.Errorf("%d download=%v: Is(ErrUnavailable)=%v Is(ErrExpired)=%v", tc.code, tc.download,
 				errors.Is(err, ErrUnavailable), errors.Is(err, ErrExpired))
 		}
 	}

@@ -17,9 +17,11 @@ var (
 	// (dial, reset, timeout, stall) or a 5xx/429 status that outlived the
 	// retries. It is the one signal that falling back to the cache is allowed.
 	ErrUnavailable = errors.New("upstream unavailable")
-	// ErrExpired means a download host other than the upstream (a CDN)
-	// refused a URL with 401, 403 or 410: the signed URL has expired and the
-	// caller should resolve the file again for a fresh one.
+	// ErrExpired means a download URL from Resolve was refused with 401, 403
+	// or 410, wherever it points (a CDN, or the hub's own host when it serves
+	// the bytes itself): the signed URL has probably expired, and the caller
+	// should resolve the file again (with the caller's own credentials, which
+	// also tells whether access itself was lost) before giving up.
 	ErrExpired = errors.New("download URL expired")
 	// ErrStalled means a response made no progress for Options.StallTimeout.
 	ErrStalled = errors.New("upstream stalled")
@@ -37,9 +39,10 @@ type StatusError struct {
 	RepoCommit string // X-Repo-Commit if present
 	URL        string // redacted: no query string, no credentials
 
-	// offOrigin is set when the answer came from a host other than the
-	// upstream (a CDN), where 401/403/410 mean an expired signed URL.
-	offOrigin bool
+	// download is set when the answer was to a GetRange on a download URL,
+	// where 401/403/410 mean an expired or revoked link, not an access
+	// decision about the repo.
+	download bool
 }
 
 func (e *StatusError) Error() string {
@@ -59,13 +62,13 @@ func (e *StatusError) Error() string {
 
 // Is makes errors.Is(err, ErrUnavailable) true for 5xx and 429 (the upstream
 // is down or shedding load, so a cached answer may stand in), and
-// errors.Is(err, ErrExpired) true for 401/403/410 from a CDN.
+// errors.Is(err, ErrExpired) true for 401/403/410 answered to a download.
 func (e *StatusError) Is(target error) bool {
 	switch target {
 	case ErrUnavailable:
 		return e.Code >= 500 || e.Code == http.StatusTooManyRequests
 	case ErrExpired:
-		return e.offOrigin && (e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden || e.Code == http.StatusGone)
+		return e.download && (e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden || e.Code == http.StatusGone)
 	}
 	return false
 }
@@ -158,13 +161,13 @@ const maxMessage = 512
 // newStatusError builds a StatusError from resp, reading at most 64 KiB of
 // the body for a JSON "error" message, and closes the body. Upstream text is
 // clipped and scrubbed of the request's secrets before it reaches an error.
-func newStatusError(resp *http.Response, u *url.URL, offOrigin bool, secrets []string) *StatusError {
+func newStatusError(resp *http.Response, u *url.URL, download bool, secrets []string) *StatusError {
 	e := &StatusError{
 		Code:       resp.StatusCode,
 		ErrorCode:  clean(resp.Header.Get("X-Error-Code"), 64, secrets),
 		RepoCommit: clean(resp.Header.Get("X-Repo-Commit"), 64, secrets),
 		URL:        redact(u),
-		offOrigin:  offOrigin,
+		download:   download,
 	}
 	e.Message = clean(resp.Header.Get("X-Error-Message"), maxMessage, secrets)
 	if e.Message == "" && resp.Body != nil {

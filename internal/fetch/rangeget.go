@@ -9,10 +9,19 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
+// Want is what the answer to a ranged GET must describe: the file that was
+// resolved. A zero field is not checked.
+type Want struct {
+	Size int64  // the file's size: the Content-Range total must equal it
+	ETag string // normalised; X-Linked-Etag, and an upstream ETag of the same kind, must equal it
+}
+
 // GetRange GETs bytes [off, off+n) of rawURL, a DownloadURL from Resolve (on
-// the upstream or a CDN). n must be at least 1.
+// the upstream or a CDN), of the file want describes. n must be at least 1.
 //
 // Credentials (auth, else the proxy token) are sent only while the URL has the
 // upstream's scheme and host; once a redirect leaves it they are dropped for
@@ -22,13 +31,16 @@ import (
 // The answer must be a 206 whose Content-Range is exactly
 // "bytes off-(off+n-1)/total" and whose Content-Length, when present, is n;
 // anything else (a 200 above all) is a *RangeError and no data is returned.
+// An answer about another file (a total other than want.Size, or an ETag
+// that names other content, as a branch that moved would give) is a
+// *ProtocolError, and no data is returned either.
 // The body then yields exactly n bytes: a short one ends in
 // io.ErrUnexpectedEOF, a long one in ErrLongBody, and a read that makes no
-// progress for StallTimeout fails with ErrStalled. 401/403/410 from a host
-// other than the upstream match ErrExpired (the signed URL expired: resolve
-// again). Network errors, 5xx and 429 are retried before any byte is
+// progress for StallTimeout fails with ErrStalled. 401/403/410 match
+// ErrExpired wherever they come from (the link expired or was revoked:
+// resolve again). Network errors, 5xx and 429 are retried before any byte is
 // returned.
-func (c *Client) GetRange(ctx context.Context, rawURL, auth string, off, n int64) (io.ReadCloser, error) {
+func (c *Client) GetRange(ctx context.Context, rawURL, auth string, want Want, off, n int64) (io.ReadCloser, error) {
 	if off < 0 || n < 1 || off > maxInt64-n {
 		return nil, fmt.Errorf("fetch: invalid range: offset %d, length %d", off, n)
 	}
@@ -72,7 +84,11 @@ func (c *Client) GetRange(ctx context.Context, rawURL, auth string, off, n int64
 		code := resp.StatusCode
 		switch {
 		case code == http.StatusPartialContent:
-			if rerr := checkRange(resp, u, off, last); rerr != nil {
+			rerr := checkRange(resp, u, off, last)
+			if rerr == nil {
+				rerr = c.checkIdentity(resp, u, want)
+			}
+			if rerr != nil {
 				resp.Body.Close()
 				g.stop()
 				return nil, rerr
@@ -95,7 +111,7 @@ func (c *Client) GetRange(ctx context.Context, rawURL, auth string, off, n int64
 			u = u.ResolveReference(ref)
 		default:
 			g.stop()
-			return nil, newStatusError(resp, u, !c.sameOrigin(u), secrets)
+			return nil, newStatusError(resp, u, true, secrets)
 		}
 	}
 }
@@ -125,6 +141,35 @@ func checkRange(resp *http.Response, u *url.URL, off, last int64) error {
 	}
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		return bad("Content-Encoding " + strconv.Quote(clean(enc, 32, nil)))
+	}
+	return nil
+}
+
+// checkIdentity refuses a 206 that describes a file other than want: a
+// Content-Range total that is not the resolved size, an X-Linked-Etag that
+// differs, or, in a hub's answer about a file (one that names its commit in
+// X-Repo-Commit: the hub itself, or another hubproxy), an ETag of the same
+// kind (sha256 or git sha1) naming other content. A CDN's own ETag is not
+// the hub's (the real CDN sends another 64-hex value), and an LFS file's
+// pointer oid is not its content hash, so no other ETag is compared.
+func (c *Client) checkIdentity(resp *http.Response, u *url.URL, want Want) error {
+	bad := func(reason string) error {
+		return &ProtocolError{URL: redact(u), Reason: "the answer describes another file: " + reason}
+	}
+	if want.Size > 0 {
+		if _, _, total, _ := parseContentRange(resp.Header.Get("Content-Range")); total != want.Size {
+			return bad(fmt.Sprintf("total size %d, want %d", total, want.Size))
+		}
+	}
+	if want.ETag == "" {
+		return nil
+	}
+	if v := resp.Header.Get("X-Linked-Etag"); v != "" && hub.NormalizeETag(v) != want.ETag {
+		return bad("X-Linked-Etag " + strconv.Quote(clean(hub.NormalizeETag(v), 72, nil)) + ", want " + want.ETag)
+	}
+	if v := hub.NormalizeETag(resp.Header.Get("ETag")); v != "" && resp.Header.Get("X-Repo-Commit") != "" &&
+		hub.ETagKind(v) != hub.HashUnknown && hub.ETagKind(v) == hub.ETagKind(want.ETag) && v != want.ETag {
+		return bad("ETag " + strconv.Quote(v) + ", want " + want.ETag)
 	}
 	return nil
 }

@@ -69,7 +69,8 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 		switch code := resp.StatusCode; {
 		case code >= 200 && code < 300:
 			resp.Body.Close()
-			return metadata(resp, u, u.String(), false)
+			m, err := metadata(resp, u, u.String(), false)
+			return c.pin(m, rev), err
 		case code >= 300 && code < 400:
 			resp.Body.Close()
 			ref, perr := location(resp, u)
@@ -77,7 +78,8 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 				return FileMeta{}, perr
 			}
 			if ref.IsAbs() || ref.Host != "" {
-				return metadata(resp, u, u.ResolveReference(ref).String(), true)
+				m, err := metadata(resp, u, u.ResolveReference(ref).String(), true)
+				return c.pin(m, rev), err
 			}
 			if hop >= c.maxRedirects {
 				return FileMeta{}, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}
@@ -89,6 +91,37 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 			return FileMeta{}, newStatusError(resp, u, false, c.secrets(authz))
 		}
 	}
+}
+
+// pin makes a download URL on the upstream name the resolved commit rather
+// than the branch or tag asked for. An upstream that serves the bytes itself
+// (a hub answering 200 for a gated repo's small file, or another hubproxy)
+// would otherwise be asked for "/resolve/main/…" on every later range, and a
+// branch that moves while the file fills would mix two commits' bytes under
+// one ETag. CDN URLs are content-addressed already, and the hub's own
+// relative redirects (/api/resolve-cache/…/{commit}/…) carry the commit.
+func (c *Client) pin(m FileMeta, rev string) FileMeta {
+	if hub.IsCommit(rev) || !hub.IsCommit(m.Commit) {
+		return m
+	}
+	u, err := url.Parse(m.DownloadURL)
+	if err != nil || !c.sameOrigin(u) {
+		return m
+	}
+	esc := u.EscapedPath()
+	from := "/resolve/" + url.PathEscape(rev) + "/"
+	i := strings.Index(esc, from)
+	if i < 0 {
+		return m
+	}
+	raw := esc[:i] + "/resolve/" + m.Commit + "/" + esc[i+len(from):]
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return m
+	}
+	u.Path, u.RawPath = p, raw
+	m.DownloadURL = u.String()
+	return m
 }
 
 // metadata reads FileMeta from the answer to a HEAD on u. On a redirect the

@@ -116,8 +116,9 @@ func TestResolveEscapesRevisionAndPath(t *testing.T) {
 	if got := up.Hits()[0].URI; got != want {
 		t.Fatalf("request URI = %q, want %q", got, want)
 	}
-	if m.DownloadURL != up.URL+want {
-		t.Fatalf("DownloadURL = %q", m.DownloadURL)
+	// The bytes are fetched at the commit, never at the ref (which may move).
+	if pinned := "/mirror/datasets/org/data/resolve/" + testCommit + "/dir/a%20b%23c.txt"; m.DownloadURL != up.URL+pinned {
+		t.Fatalf("DownloadURL = %q, want %q", m.DownloadURL, up.URL+pinned)
 	}
 	if h := up.Hits()[0].Header.Get("Authorization"); h != "" {
 		t.Fatalf("no token and no caller auth, yet Authorization = %q", h)

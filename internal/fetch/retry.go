@@ -24,12 +24,26 @@ type makeRequest func(ctx context.Context) (*http.Request, error)
 // comes back as a *netError (ErrUnavailable), or as the caller's own error if
 // ctx was cancelled.
 func (c *Client) send(ctx context.Context, retry bool, stall time.Duration, mk makeRequest) (*http.Response, *guard, error) {
+	var (
+		tk      ticket
+		tracked bool // the call goes to the upstream origin, so the breaker sees its outcome
+	)
 	for attempt := 0; ; attempt++ {
 		actx, g := newGuard(ctx, stall)
 		req, err := mk(actx)
 		if err != nil {
 			g.stop()
+			if tracked {
+				c.breaker.abandoned(tk)
+			}
 			return nil, nil, err
+		}
+		if attempt == 0 && c.sameOrigin(req.URL) {
+			if tk, err = c.breaker.allow(); err != nil {
+				g.stop()
+				return nil, nil, &netError{method: req.Method, url: redact(req.URL), err: err}
+			}
+			tracked = true
 		}
 		g.arm()
 		resp, err := c.rt.RoundTrip(req)
@@ -39,29 +53,60 @@ func (c *Client) send(ctx context.Context, retry bool, stall time.Duration, mk m
 			err = transportErr(actx, req.Method, redact(req.URL), err)
 			g.stop()
 			if final || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+				c.outcome(tracked, tk, ctx, nil, err)
 				return nil, nil, err
 			}
 			if !c.wait(ctx, c.backoff(attempt)) {
 				if ctx.Err() != nil {
-					return nil, nil, transportErr(ctx, req.Method, redact(req.URL), ctx.Err())
+					err = transportErr(ctx, req.Method, redact(req.URL), ctx.Err())
 				}
+				c.outcome(tracked, tk, ctx, nil, err)
 				return nil, nil, err
 			}
 			continue
 		}
 		if final || !transient(resp.StatusCode) {
+			c.outcome(tracked, tk, ctx, resp, nil)
 			return resp, g, nil
 		}
 		d := max(c.backoff(attempt), c.retryAfter(resp.Header.Get("Retry-After")))
 		if !fits(ctx, d) {
+			c.outcome(tracked, tk, ctx, resp, nil)
 			return resp, g, nil
 		}
 		g.discard(resp.Body)
 		g.stop()
 		if !c.wait(ctx, d) {
-			return nil, nil, transportErr(ctx, req.Method, redact(req.URL), ctx.Err())
+			err := transportErr(ctx, req.Method, redact(req.URL), ctx.Err())
+			c.outcome(tracked, tk, ctx, nil, err)
+			return nil, nil, err
 		}
 	}
+}
+
+// outcome tells the breaker how a call to the upstream origin ended: an
+// answer below 500 (429 included: the upstream is up, asking us to slow
+// down) proves it reachable; no answer, or a 5xx, counts as a failure; a
+// call its caller abandoned proves nothing either way.
+func (c *Client) outcome(tracked bool, tk ticket, ctx context.Context, resp *http.Response, err error) {
+	switch {
+	case !tracked:
+	case resp != nil && resp.StatusCode >= 500:
+		c.breaker.failed(tk, "status "+strconv.Itoa(resp.StatusCode))
+	case resp != nil:
+		c.breaker.answered(tk)
+	case errors.Is(err, ErrUnavailable) && ctx.Err() == nil || errors.Is(err, ErrUnavailable) && isOwnTimeout(ctx):
+		c.breaker.failed(tk, err.Error())
+	default:
+		c.breaker.abandoned(tk)
+	}
+}
+
+// isOwnTimeout reports whether ctx ended because of a deadline fetch set
+// itself (MetadataTimeout): the upstream's fault, not the caller's.
+func isOwnTimeout(ctx context.Context) bool {
+	var te *timeoutError
+	return errors.As(context.Cause(ctx), &te)
 }
 
 // transient reports the statuses worth another attempt: the upstream is

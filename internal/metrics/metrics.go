@@ -232,3 +232,17 @@ func (m *Metrics) ObserveStage(bytes int64, seconds float64) {
 		m.gpu.throughput.Observe(float64(bytes) / seconds / 1e9)
 	}
 }
+
+// RegisterUpstream exposes whether the upstream is answering (1) or marked
+// down after calls to it got no answer (0), read from up at each scrape.
+// Readiness does not depend on it: cached content is served either way.
+func RegisterUpstream(reg prometheus.Registerer, up func() bool) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "upstream_up",
+		Help: "1 while the upstream answers, 0 while it is marked down and the cache answers alone."},
+		func() float64 {
+			if up() {
+				return 1
+			}
+			return 0
+		}))
+}

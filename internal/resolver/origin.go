@@ -17,7 +17,7 @@ import (
 // cache and has no URL yet) it re-resolves at the file's commit, never at a
 // branch, so a branch that moved meanwhile cannot swap the bytes of a fill.
 func (r *Resolver) Origin(auth string, repo hub.Repo, path string, m Meta) cache.Origin {
-	return &origin{r: r, auth: auth, repo: repo, path: path, commit: m.Commit, etag: m.ETag, url: m.DownloadURL}
+	return &origin{r: r, auth: auth, repo: repo, path: path, commit: m.Commit, etag: m.ETag, size: m.Size, url: m.DownloadURL}
 }
 
 type origin struct {
@@ -27,6 +27,7 @@ type origin struct {
 	path   string
 	commit string
 	etag   string
+	size   int64
 
 	mu  sync.Mutex
 	url string // current download URL; guarded by mu
@@ -39,14 +40,19 @@ func (o *origin) FetchRange(ctx context.Context, off, n int64) (io.ReadCloser, e
 	if err != nil {
 		return nil, err
 	}
-	body, err := o.r.up.GetRange(ctx, url, o.auth, off, n)
+	want := fetch.Want{Size: o.size, ETag: o.etag}
+	body, err := o.r.up.GetRange(ctx, url, o.auth, want, off, n)
 	if err == nil || !errors.Is(err, fetch.ErrExpired) {
 		return body, err
 	}
+	// Any refusal of a link resolved earlier (an expired signature, on a
+	// CDN or on the hub's own host) gets one fresh resolve, with the
+	// caller's credentials, before the error stands.
+	o.r.log.Debug("download URL refused; resolving again", "repo", o.repo.String(), "path", o.path, "err", err)
 	if url, err = o.downloadURL(ctx, true); err != nil {
 		return nil, err
 	}
-	return o.r.up.GetRange(ctx, url, o.auth, off, n)
+	return o.r.up.GetRange(ctx, url, o.auth, want, off, n)
 }
 
 // downloadURL returns the URL to fetch from, resolving again when there is

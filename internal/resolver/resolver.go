@@ -2,8 +2,11 @@
 // response needs: the commit, the blob ETag, the size and where upstream keeps
 // the bytes. It resolves each file once and reuses the answer (and the signed CDN
 // URL inside it) until it expires, because the Hub rate-limits its resolver but
-// not its CDN. When upstream is unreachable it falls back to what the cache
-// knows, through the huggingface_hub layout itself (refs → snapshots → blobs).
+// not its CDN. It also owns the access policy (policy.go): what upstream said
+// about who may read what, which decides whether an answer may be given
+// without asking upstream, for example while upstream is unreachable, when it
+// falls back to what the cache knows through the huggingface_hub layout itself
+// (refs → snapshots → blobs, and .no_exist for files that are not there).
 package resolver
 
 import (
@@ -14,10 +17,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
@@ -28,14 +32,18 @@ import (
 // Upstream is the part of the hub client the resolver needs.
 type Upstream interface {
 	Resolve(ctx context.Context, auth string, repo hub.Repo, rev, path string) (fetch.FileMeta, error)
-	GetRange(ctx context.Context, rawURL, auth string, off, n int64) (io.ReadCloser, error)
+	GetRange(ctx context.Context, rawURL, auth string, want fetch.Want, off, n int64) (io.ReadCloser, error)
+	Visibility(ctx context.Context, repo hub.Repo) (fetch.Visibility, error)
 }
 
-// Store is the part of the cache the resolver needs for refs and offline fallback.
+// Store is the part of the cache the resolver needs for refs, missing-file
+// markers, the offline fallback and the access policy's records.
 type Store interface {
 	WriteRef(repo hub.Repo, rev, commit string) error
 	ReadRef(repo hub.Repo, rev string) (string, error)
 	Stat(repo hub.Repo, commit, path string) (cache.File, bool, error)
+	WriteNoExist(repo hub.Repo, commit, path string) error
+	NoExist(repo hub.Repo, commit, path string) bool
 	PutMeta(key string, data []byte) error
 	GetMeta(key string) ([]byte, error)
 }
@@ -52,15 +60,26 @@ type Options struct {
 	// decision that this caller may read this repo) is reused: a revoked
 	// token, or a repo turned gated, loses access within it. Default 1m.
 	AccessTTL time.Duration
+	// PublicTTL bounds how long upstream's word that a repo, or a file at a
+	// commit, is readable by anyone is trusted while upstream cannot be
+	// asked. Default 24h.
+	PublicTTL time.Duration
+	// OutageGrace, when longer than AccessTTL, lets a caller whose own
+	// credential upstream granted a repo within it keep reading that repo's
+	// cached files while upstream is unavailable. Default 0 (off): gated and
+	// private content then fails closed once AccessTTL has passed.
+	OutageGrace time.Duration
 	// Entries bounds the in-memory metadata cache. Default 65536.
 	Entries int
 	// Observe, when set, is told each access decision upstream made or the
 	// proxy made for it: "allowed", "denied" or "unverifiable" (upstream
-	// down and the repo not known to be public).
+	// down and nothing it said covers the caller).
 	Observe func(decision string)
 	// Offline answers from the cache only and never contacts upstream.
 	Offline bool
-	Logger  *slog.Logger
+	// Now is the clock; nil means time.Now. Tests inject their own.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Meta is a resolved file.
@@ -76,27 +95,48 @@ type Meta struct {
 // ErrOffline is returned in offline mode for a file the cache does not hold.
 var ErrOffline = errors.New("offline mode: file is not cached")
 
-// ErrUnverifiable is returned when upstream cannot be asked and the repo is
-// not known to be public: the cache may hold the file, but whether this
+// ErrUnverifiable is returned when upstream cannot be asked and nothing it
+// said covers this caller: the cache may hold the file, but whether this
 // caller may read it cannot be checked, so it is not served (fail closed).
 var ErrUnverifiable = errors.New("access to this repo cannot be verified while upstream is unreachable")
 
 // Resolver resolves files through upstream with caching, single-flight and
-// offline fallback. It is safe for concurrent use.
+// offline fallback. It is safe for concurrent use; Close flushes what the
+// access policy learnt.
 type Resolver struct {
-	up    Upstream
-	store Store
-	opts  Options
-	log   *slog.Logger
+	up     Upstream
+	store  Store
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	policy *policy
 
-	entries *expirable.LRU[string, entry] // key → resolution; expiry is URLTTL
-	group   singleflight.Group
+	entries *lru.Cache[string, entry] // key → resolution
+	group   singleflight.Group        // resolutions in flight, by key
+	probes  singleflight.Group        // visibility probes in flight, by repo
 
-	mu     sync.Mutex
-	public map[string]bool // repo → upstream served it anonymously (true) or refused (false); guarded by mu
+	refsMu sync.Mutex
+	refs   map[refKey]refEntry // branch/tag → commit as last resolved; guarded by refsMu
+
+	stop      chan struct{} // closed by Close: ends the flusher
+	flushDone chan struct{} // closed when the flusher has returned
+	closeOnce sync.Once
 }
 
-// New returns a Resolver.
+type refKey struct {
+	repo hub.Repo
+	rev  string
+}
+
+type refEntry struct {
+	commit string
+	at     time.Time
+}
+
+// flushEvery is how often the access policy's changes are persisted.
+const flushEvery = time.Second
+
+// New returns a Resolver. Call Close when done with it.
 func New(up Upstream, store Store, opts Options) *Resolver {
 	if opts.RevisionTTL <= 0 {
 		opts.RevisionTTL = 30 * time.Second
@@ -107,62 +147,121 @@ func New(up Upstream, store Store, opts Options) *Resolver {
 	if opts.AccessTTL <= 0 {
 		opts.AccessTTL = time.Minute
 	}
+	if opts.PublicTTL <= 0 {
+		opts.PublicTTL = 24 * time.Hour
+	}
 	if opts.Entries <= 0 {
 		opts.Entries = 65536
 	}
 	if opts.Observe == nil {
 		opts.Observe = func(string) {}
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Resolver{
-		up:      up,
-		store:   store,
-		opts:    opts,
-		log:     log,
-		entries: expirable.NewLRU[string, entry](opts.Entries, nil, opts.URLTTL),
-		public:  make(map[string]bool),
+	entries, _ := lru.New[string, entry](opts.Entries)
+	r := &Resolver{
+		up:        up,
+		store:     store,
+		opts:      opts,
+		log:       log,
+		now:       opts.Now,
+		policy:    newPolicy(store, opts.Now, opts.AccessTTL, opts.PublicTTL, opts.OutageGrace, log),
+		entries:   entries,
+		refs:      make(map[refKey]refEntry),
+		stop:      make(chan struct{}),
+		flushDone: make(chan struct{}),
+	}
+	go r.flusher()
+	return r
+}
+
+// Close persists the access policy's records and stops the flusher. It is
+// idempotent.
+func (r *Resolver) Close() error {
+	r.closeOnce.Do(func() { close(r.stop) })
+	<-r.flushDone
+	return r.policy.flush()
+}
+
+func (r *Resolver) flusher() {
+	defer close(r.flushDone)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			if err := r.policy.flush(); err != nil {
+				r.log.Warn("persisting access records", "err", err)
+			}
+		}
 	}
 }
 
 // RevisionTTL is the effective branch/tag TTL, defaults applied.
 func (r *Resolver) RevisionTTL() time.Duration { return r.opts.RevisionTTL }
 
-// key identifies one resolution. It includes a hash of the caller's
-// credentials: what upstream answers (and whether it answers at all) depends on
-// who asks, so one caller's answer is never reused for another. Raw tokens are
-// never kept.
-func key(auth string, repo hub.Repo, rev, path string) string {
+// AccessTTL is the effective per-caller decision TTL, defaults applied.
+func (r *Resolver) AccessTTL() time.Duration { return r.opts.AccessTTL }
+
+// callerHash identifies a credential without keeping it: what upstream
+// answers (and whether it answers at all) depends on who asks, so one
+// caller's answer is never reused for another. Raw tokens are never kept.
+func callerHash(auth string) string {
 	h := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(h[:8]) + "\x00" + repo.String() + "\x00" + rev + "\x00" + path
+	return hex.EncodeToString(h[:8])
 }
 
-// File resolves repo@rev:path. A branch or tag is re-resolved after
-// RevisionTTL; a commit after URLTTL. On an upstream outage (or in offline
-// mode) it answers from the cache, and if the cache has nothing it returns
+// key identifies one resolution by caller, repo, revision and path.
+func key(auth string, repo hub.Repo, rev, path string) string {
+	return callerHash(auth) + "\x00" + repo.String() + "\x00" + rev + "\x00" + path
+}
+
+// File resolves repo@rev:path for the caller whose Authorization is auth. A
+// branch or tag is re-resolved after RevisionTTL; a commit after URLTTL; any
+// answer after AccessTTL. A file upstream said is missing at a commit is
+// answered from the cache's .no_exist markers to callers with a live access
+// decision. On an upstream outage (or in offline mode) it answers from the
+// cache as the access policy allows, and if the cache has nothing it returns
 // the upstream's error (or ErrOffline).
 func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (Meta, error) {
 	if r.opts.Offline {
-		return r.fromCache(repo, rev, path, ErrOffline)
+		return r.fromCache(auth, repo, rev, path, ErrOffline)
 	}
 	k := key(auth, repo, rev, path)
-	if m, ok := r.lookup(k, auth, rev); ok {
+	if m, ok := r.lookup(k, rev); ok {
 		return Meta{FileMeta: m}, nil
+	}
+	if err := r.knownMissing(auth, repo, rev, path); err != nil {
+		return Meta{}, err
 	}
 	ch := r.group.DoChan(k, func() (any, error) {
 		// The flight outlives any one caller: it is shared, so it runs on a
 		// context that no single disconnecting client can cancel.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
+		// A credential's success says nothing of whether the repo is public,
+		// so ask upstream anonymously, alongside: it decides who may read
+		// the repo's cached files during an outage.
+		var probe <-chan singleflight.Result
+		if auth != "" {
+			probe = r.probeVisibility(fctx, repo)
+		}
 		m, err := r.up.Resolve(fctx, auth, repo, rev, path)
-		r.decided(auth, repo, err)
+		r.learn(auth, repo, rev, path, m, err)
+		if probe != nil {
+			<-probe
+		}
 		if err != nil {
 			return nil, err
 		}
-		r.entries.Add(k, entry{meta: m, at: time.Now()})
-		r.recordRef(repo, rev, m.Commit)
+		r.entries.Add(k, entry{meta: m, at: r.now()})
 		return m, nil
 	})
 	select {
@@ -171,8 +270,8 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 	case res := <-ch:
 		if res.Err != nil {
 			if errors.Is(res.Err, fetch.ErrUnavailable) {
-				r.log.Warn("upstream unavailable, answering from cache", "repo", repo.String(), "rev", rev, "err", res.Err)
-				return r.fromCache(repo, rev, path, res.Err)
+				r.log.Debug("upstream unavailable, answering from cache", "repo", repo.String(), "rev", rev, "err", res.Err)
+				return r.fromCache(auth, repo, rev, path, res.Err)
 			}
 			return Meta{}, res.Err
 		}
@@ -185,36 +284,87 @@ func (r *Resolver) Invalidate(auth string, repo hub.Repo, rev, path string) {
 	r.entries.Remove(key(auth, repo, rev, path))
 }
 
-// entry is one cached resolution with the time it was made, so that branch
-// and tag answers expire after RevisionTTL while the LRU's own TTL (URLTTL)
-// bounds every entry, commits included.
+// entry is one cached resolution with the time it was made.
 type entry struct {
 	meta fetch.FileMeta
 	at   time.Time
 }
 
-func (r *Resolver) lookup(k, auth, rev string) (fetch.FileMeta, bool) {
+// lookup returns a cached resolution that may still be used: any is at most
+// AccessTTL and URLTTL old (every answer, an anonymous one too, is an access
+// decision: a repo can turn gated or private, and the proxy token must not
+// keep fetching its bytes for callers upstream now refuses), and a branch's
+// or tag's at most RevisionTTL.
+func (r *Resolver) lookup(k, rev string) (fetch.FileMeta, bool) {
 	e, ok := r.entries.Get(k)
 	if !ok {
 		return fetch.FileMeta{}, false
 	}
-	age := time.Since(e.at)
-	// Every answer, an anonymous one too, is an access decision: a repo can
-	// turn gated or private, and the proxy token must not keep fetching its
-	// bytes for callers upstream now refuses.
-	if !hub.IsCommit(rev) && age > r.opts.RevisionTTL || age > r.opts.AccessTTL {
+	age := r.now().Sub(e.at)
+	if age > r.opts.AccessTTL || age > r.opts.URLTTL || !hub.IsCommit(rev) && age > r.opts.RevisionTTL {
 		return fetch.FileMeta{}, false
 	}
 	return e.meta, true
 }
 
-// AccessTTL is the effective per-caller decision TTL, defaults applied.
-func (r *Resolver) AccessTTL() time.Duration { return r.opts.AccessTTL }
+// learn records what upstream answered a resolution: the access decision,
+// the ref, and a missing file's marker.
+func (r *Resolver) learn(auth string, repo hub.Repo, rev, path string, m fetch.FileMeta, err error) {
+	r.Answered(auth, repo, err)
+	commit := m.Commit
+	var se *fetch.StatusError
+	switch {
+	case err == nil:
+	case errors.As(err, &se) && se.Code == http.StatusNotFound && se.ErrorCode == "EntryNotFound" && hub.IsCommit(se.RepoCommit):
+		commit = se.RepoCommit
+		if err := r.store.WriteNoExist(repo, commit, path); err != nil {
+			r.log.Warn("recording a missing file", "repo", repo.String(), "path", path, "err", err)
+		}
+	default:
+		return
+	}
+	r.recordRef(repo, rev, commit)
+	if auth == "" {
+		r.policy.servedAnonymously(repo, commit, path)
+	}
+}
 
+// refusal reports whether se is upstream refusing the caller the repo.
+func refusal(se *fetch.StatusError) bool {
+	return se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden ||
+		se.Code == http.StatusNotFound && (se.ErrorCode == "RepoNotFound" || se.ErrorCode == "GatedRepo")
+}
+
+// knownMissing answers EntryNotFound for a file the cache recorded missing
+// at the commit rev names, when the caller may reuse answers about the repo
+// (its own access decision, or the repo's public visibility, is fresh).
+func (r *Resolver) knownMissing(auth string, repo hub.Repo, rev, path string) error {
+	commit := rev
+	if !hub.IsCommit(rev) {
+		if commit = r.freshRef(repo, rev); commit == "" {
+			return nil
+		}
+	}
+	if !r.store.NoExist(repo, commit, path) || !r.policy.live(callerHash(auth), repo) {
+		return nil
+	}
+	return missing(commit)
+}
+
+// missing is the hub's answer for a file that is not at commit.
+func missing(commit string) error {
+	return &fetch.StatusError{Code: http.StatusNotFound, ErrorCode: "EntryNotFound", Message: "Entry not found", RepoCommit: commit}
+}
+
+// recordRef remembers (in memory, with its time) and persists (refs/<rev>)
+// the commit a branch or tag resolved to.
 func (r *Resolver) recordRef(repo hub.Repo, rev, commit string) {
 	if hub.IsCommit(rev) || !hub.IsCommit(commit) {
 		return
 	}
+	r.refsMu.Lock()
+	r.refs[refKey{repo, rev}] = refEntry{commit: commit, at: r.now()}
+	r.refsMu.Unlock()
 	// Compare with the disk, not memory: the API path writes refs too.
 	if cur, err := r.store.ReadRef(repo, rev); err == nil && cur == commit {
 		return
@@ -224,26 +374,15 @@ func (r *Resolver) recordRef(repo hub.Repo, rev, commit string) {
 	}
 }
 
-// decided records what upstream said about a caller and a repo. An anonymous
-// success proves the repo public; an anonymous refusal proves it is not. Only
-// a token's hash prefix is ever logged.
-func (r *Resolver) decided(auth string, repo hub.Repo, err error) {
-	var se *fetch.StatusError
-	denied := errors.As(err, &se) && (se.Code == 401 || se.Code == 403 ||
-		se.Code == 404 && (se.ErrorCode == "RepoNotFound" || se.ErrorCode == "GatedRepo"))
-	switch {
-	case err == nil:
-		r.opts.Observe("allowed")
-		if auth == "" {
-			r.setPublic(repo, true)
-		}
-	case denied:
-		r.opts.Observe("denied")
-		r.log.Info("access denied upstream", "repo", repo.String(), "caller", callerID(auth), "status", se.Code, "code", se.ErrorCode)
-		if auth == "" {
-			r.setPublic(repo, false)
-		}
+// freshRef is the commit rev resolved to within RevisionTTL, or "".
+func (r *Resolver) freshRef(repo hub.Repo, rev string) string {
+	r.refsMu.Lock()
+	defer r.refsMu.Unlock()
+	e, ok := r.refs[refKey{repo, rev}]
+	if !ok || r.now().Sub(e.at) > r.opts.RevisionTTL {
+		return ""
 	}
+	return e.commit
 }
 
 // callerID names a caller in logs without revealing its credentials.
@@ -251,60 +390,14 @@ func callerID(auth string) string {
 	if auth == "" {
 		return "anonymous"
 	}
-	h := sha256.Sum256([]byte(auth))
-	return "token:" + hex.EncodeToString(h[:4])
+	return "token:" + callerHash(auth)[:8]
 }
 
-func publicKey(repo hub.Repo) string { return "public\x00" + repo.String() }
-
-func (r *Resolver) setPublic(repo hub.Repo, public bool) {
-	was := r.Public(repo) // loads what the disk says first
-	r.mu.Lock()
-	r.public[repo.String()] = public
-	r.mu.Unlock()
-	if was == public {
-		// Nothing to persist; in particular a refusal for a repo never
-		// seen public writes nothing, so probing names cannot fill the disk.
-		return
-	}
-	v := []byte("0")
-	if public {
-		v = []byte("1")
-	}
-	if err := r.store.PutMeta(publicKey(repo), v); err != nil {
-		r.log.Warn("recording repo visibility", "repo", repo.String(), "err", err)
-	}
-}
-
-// Public reports whether upstream last served repo to an anonymous caller.
-// The answer survives restarts; a repo never seen anonymously is not public.
-func (r *Resolver) Public(repo hub.Repo) bool {
-	r.mu.Lock()
-	p, ok := r.public[repo.String()]
-	r.mu.Unlock()
-	if ok {
-		return p
-	}
-	b, err := r.store.GetMeta(publicKey(repo))
-	p = err == nil && string(b) == "1"
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.public[repo.String()]; ok {
-		return cur // an answer from upstream arrived meanwhile: it wins
-	}
-	r.public[repo.String()] = p
-	return p
-}
-
-// fromCache answers from the cache layout: the revision maps to a commit
-// through refs/ (or is one), and the commit's snapshot names the blob.
-func (r *Resolver) fromCache(repo hub.Repo, rev, path string, cause error) (Meta, error) {
-	if !r.Public(repo) {
-		// Gated, private or never seen anonymously: nobody's access can be
-		// checked without upstream, so nobody is served (fail closed).
-		r.opts.Observe("unverifiable")
-		return Meta{}, fmt.Errorf("%w (%v)", ErrUnverifiable, cause)
-	}
+// fromCache answers from the cache layout, as far as the access policy lets
+// the caller have answers without upstream: the revision maps to a commit
+// through refs/ (or is one), and the commit's snapshot names the blob, or its
+// .no_exist marker says the file is not there.
+func (r *Resolver) fromCache(auth string, repo hub.Repo, rev, path string, cause error) (Meta, error) {
 	commit := rev
 	if !hub.IsCommit(rev) {
 		c, err := r.store.ReadRef(repo, rev)
@@ -313,10 +406,19 @@ func (r *Resolver) fromCache(repo hub.Repo, rev, path string, cause error) (Meta
 		}
 		commit = c
 	}
+	why, err := r.policy.fallback(callerHash(auth), repo, r.policy.anonymousAt(repo, commit, path))
+	if err != nil {
+		r.opts.Observe("unverifiable")
+		return Meta{}, fmt.Errorf("%w (%v)", ErrUnverifiable, cause)
+	}
 	f, complete, err := r.store.Stat(repo, commit, path)
 	if err != nil {
+		if r.store.NoExist(repo, commit, path) {
+			return Meta{}, missing(commit)
+		}
 		return Meta{}, cause
 	}
+	r.log.Debug("answering from the cache without upstream", "repo", repo.String(), "path", path, "caller", callerID(auth), "because", string(why))
 	return Meta{
 		FileMeta:  fetch.FileMeta{Commit: f.Commit, ETag: f.ETag, Size: f.Size},
 		FromCache: true,

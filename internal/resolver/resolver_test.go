@@ -16,16 +16,32 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// fakeUpstream answers Resolve from a table and counts calls. gate, when set,
-// holds every Resolve until it is closed.
+// fakeUpstream answers like a hub holding repo "org/m" with one commit whose
+// files are w.bin and x.bin, and counts calls. gated makes the repo refuse
+// every caller but "Bearer ok" (GatedRepo: 401 anonymous, 403 otherwise);
+// "Bearer denied" is always refused. gate, when set, holds every Resolve
+// until it is closed.
 type fakeUpstream struct {
 	mu       sync.Mutex
 	commit   string
 	down     bool
+	gated    bool
 	expired  map[string]bool // download URLs that answer ErrExpired
 	resolves atomic.Int64
+	probes   atomic.Int64
 	gets     []string // URLs passed to GetRange
 	gate     chan struct{}
+}
+
+func (f *fakeUpstream) refuse(auth string) error {
+	if auth == "Bearer denied" || f.gated && auth != "Bearer ok" {
+		code := 403
+		if auth == "" {
+			code = 401
+		}
+		return &fetch.StatusError{Code: code, ErrorCode: "GatedRepo"}
+	}
+	return nil
 }
 
 func (f *fakeUpstream) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, path string) (fetch.FileMeta, error) {
@@ -38,15 +54,28 @@ func (f *fakeUpstream) Resolve(ctx context.Context, auth string, repo hub.Repo, 
 	if f.down {
 		return fetch.FileMeta{}, fmt.Errorf("dial: %w", fetch.ErrUnavailable)
 	}
-	if auth == "Bearer denied" {
-		return fetch.FileMeta{}, &fetch.StatusError{Code: 403, ErrorCode: "GatedRepo"}
+	if err := f.refuse(auth); err != nil {
+		return fetch.FileMeta{}, err
+	}
+	if path != "w.bin" && path != "x.bin" {
+		return fetch.FileMeta{}, &fetch.StatusError{Code: 404, ErrorCode: "EntryNotFound", RepoCommit: f.commit}
 	}
 	n := f.resolves.Load()
 	return fetch.FileMeta{Commit: f.commit, ETag: strings.Repeat("e", 64), Size: 10,
 		DownloadURL: fmt.Sprintf("https://cdn/%s/%s?sig=%d", rev, path, n)}, nil
 }
 
-func (f *fakeUpstream) GetRange(ctx context.Context, rawURL, auth string, off, n int64) (io.ReadCloser, error) {
+func (f *fakeUpstream) Visibility(ctx context.Context, repo hub.Repo) (fetch.Visibility, error) {
+	f.probes.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return fetch.Visibility{}, fmt.Errorf("dial: %w", fetch.ErrUnavailable)
+	}
+	return fetch.Visibility{Gated: f.gated}, nil
+}
+
+func (f *fakeUpstream) GetRange(ctx context.Context, rawURL, auth string, want fetch.Want, off, n int64) (io.ReadCloser, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gets = append(f.gets, rawURL)
@@ -56,16 +85,44 @@ func (f *fakeUpstream) GetRange(ctx context.Context, rawURL, auth string, off, n
 	return io.NopCloser(strings.NewReader(strings.Repeat("x", int(n)))), nil
 }
 
-// fakeStore keeps refs and snapshot entries in maps.
+func (f *fakeUpstream) set(fn func(*fakeUpstream)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// fakeStore keeps refs, snapshot entries, missing-file markers and meta
+// documents in maps.
 type fakeStore struct {
-	mu    sync.Mutex
-	refs  map[string]string
-	files map[string]cache.File
-	meta  map[string][]byte
+	mu      sync.Mutex
+	refs    map[string]string
+	files   map[string]cache.File
+	meta    map[string][]byte
+	noExist map[string]bool
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{refs: map[string]string{}, files: map[string]cache.File{}, meta: map[string][]byte{}}
+	return &fakeStore{refs: map[string]string{}, files: map[string]cache.File{}, meta: map[string][]byte{}, noExist: map[string]bool{}}
+}
+
+func (s *fakeStore) WriteNoExist(repo hub.Repo, commit, path string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noExist[commit+"/"+path] = true
+	return nil
+}
+
+func (s *fakeStore) NoExist(repo hub.Repo, commit, path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noExist[commit+"/"+path]
+}
+
+// holds puts a complete file w.bin or x.bin at commit in the snapshot.
+func (s *fakeStore) holds(commit, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files[commit+"/"+path] = cache.File{Repo: repo, Commit: commit, Path: path, ETag: strings.Repeat("e", 64), Size: 10}
 }
 
 func (s *fakeStore) PutMeta(key string, data []byte) error {
@@ -115,9 +172,33 @@ var (
 	commitB = strings.Repeat("b", 40)
 )
 
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// newResolver builds a resolver on clk (nil: a fresh clock) that is closed
+// when the test ends.
+func newResolver(t *testing.T, up *fakeUpstream, store *fakeStore, clk *clock, opts Options) *Resolver {
+	t.Helper()
+	if clk == nil {
+		clk = newClock()
+	}
+	opts.Now = clk.now
+	r := New(up, store, opts)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 func TestConcurrentResolvesShareOneRequest(t *testing.T) {
 	up := &fakeUpstream{commit: commitA, gate: make(chan struct{})}
-	r := New(up, newFakeStore(), Options{})
+	r := newResolver(t, up, newFakeStore(), nil, Options{})
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
@@ -145,7 +226,7 @@ func TestConcurrentResolvesShareOneRequest(t *testing.T) {
 func TestWaitHonoursContext(t *testing.T) {
 	up := &fakeUpstream{commit: commitA, gate: make(chan struct{})}
 	defer close(up.gate)
-	r := New(up, newFakeStore(), Options{})
+	r := newResolver(t, up, newFakeStore(), nil, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := r.File(ctx, "", repo, "main", "w.bin"); !errors.Is(err, context.Canceled) {
@@ -156,22 +237,21 @@ func TestWaitHonoursContext(t *testing.T) {
 func TestBranchExpiresCommitDoesNot(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
 	store := newFakeStore()
-	r := New(up, store, Options{RevisionTTL: time.Millisecond})
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{RevisionTTL: time.Second, AccessTTL: time.Hour, URLTTL: time.Hour})
 	m, _ := r.File(context.Background(), "", repo, "main", "w.bin")
 	if m.Commit != commitA || store.refs["org/m@main"] != commitA {
 		t.Fatalf("first resolve: %+v, refs %v", m, store.refs)
 	}
-	up.mu.Lock()
-	up.commit = commitB
-	up.mu.Unlock()
-	time.Sleep(3 * time.Millisecond)
+	up.set(func(f *fakeUpstream) { f.commit = commitB })
+	clk.add(2 * time.Second)
 	m, _ = r.File(context.Background(), "", repo, "main", "w.bin")
 	if m.Commit != commitB || store.refs["org/m@main"] != commitB {
 		t.Errorf("branch not re-resolved: %+v, refs %v", m, store.refs)
 	}
 	r.File(context.Background(), "", repo, commitA, "w.bin")
 	n := up.resolves.Load()
-	time.Sleep(3 * time.Millisecond)
+	clk.add(2 * time.Second)
 	r.File(context.Background(), "", repo, commitA, "w.bin")
 	if up.resolves.Load() != n {
 		t.Error("a commit resolution expired with the revision TTL")
@@ -183,7 +263,7 @@ func TestBranchExpiresCommitDoesNot(t *testing.T) {
 
 func TestAnswersAreNotSharedAcrossCredentials(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
-	r := New(up, newFakeStore(), Options{})
+	r := newResolver(t, up, newFakeStore(), nil, Options{})
 	if _, err := r.File(context.Background(), "Bearer ok", repo, "main", "w.bin"); err != nil {
 		t.Fatal(err)
 	}
@@ -194,46 +274,15 @@ func TestAnswersAreNotSharedAcrossCredentials(t *testing.T) {
 	}
 }
 
-func TestFallbackToCacheWhenUpstreamIsDown(t *testing.T) {
-	up := &fakeUpstream{commit: commitA, down: true}
-	store := newFakeStore()
-	store.refs["org/m@main"] = commitA
-	store.files[commitA+"/w.bin"] = cache.File{Repo: repo, Commit: commitA, Path: "w.bin", ETag: strings.Repeat("e", 64), Size: 10}
-	r := New(up, store, Options{})
-	// Nothing proves the repo public yet: fail closed.
-	if _, err := r.File(context.Background(), "", repo, "main", "w.bin"); !errors.Is(err, ErrUnverifiable) {
-		t.Fatalf("unverified repo served from cache: %v", err)
-	}
-	store.PutMeta(publicKey(repo), []byte("1")) // as an earlier anonymous success leaves it
-	r = New(up, store, Options{})
-	m, err := r.File(context.Background(), "", repo, "main", "w.bin")
-	if err != nil || !m.FromCache || m.Commit != commitA || m.Size != 10 {
-		t.Fatalf("fallback: %+v, %v", m, err)
-	}
-	if _, err := r.File(context.Background(), "", repo, "main", "other.bin"); !errors.Is(err, fetch.ErrUnavailable) {
-		t.Errorf("uncached file: %v, want the upstream error", err)
-	}
-	off := New(up, store, Options{Offline: true})
-	if _, err := off.File(context.Background(), "", repo, "main", "other.bin"); !errors.Is(err, ErrOffline) {
-		t.Errorf("offline uncached: %v", err)
-	}
-	before := up.resolves.Load()
-	if _, err := off.File(context.Background(), "", repo, "main", "w.bin"); err != nil || up.resolves.Load() != before {
-		t.Errorf("offline mode contacted upstream or failed: %v", err)
-	}
-}
-
 func TestOriginReresolvesExpiredURLAtTheCommit(t *testing.T) {
 	up := &fakeUpstream{commit: commitA, expired: map[string]bool{}}
-	r := New(up, newFakeStore(), Options{})
+	r := newResolver(t, up, newFakeStore(), nil, Options{})
 	m, err := r.File(context.Background(), "", repo, "main", "w.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := r.Origin("", repo, "w.bin", m)
-	up.mu.Lock()
-	up.expired[m.DownloadURL] = true
-	up.mu.Unlock()
+	up.set(func(f *fakeUpstream) { f.expired[m.DownloadURL] = true })
 	body, err := o.FetchRange(context.Background(), 0, 4)
 	if err != nil {
 		t.Fatalf("FetchRange after expiry: %v", err)
@@ -246,37 +295,14 @@ func TestOriginReresolvesExpiredURLAtTheCommit(t *testing.T) {
 	}
 }
 
-func TestVisibilityIsLearnedFromAnonymousAnswers(t *testing.T) {
-	up := &fakeUpstream{commit: commitA}
-	store := newFakeStore()
-	var decisions []string
-	r := New(up, store, Options{Observe: func(d string) { decisions = append(decisions, d) }})
-	// A token holder's success proves nothing about anonymous access.
-	r.File(context.Background(), "Bearer ok", repo, "main", "w.bin")
-	if r.Public(repo) {
-		t.Fatal("a token holder's access made the repo public")
-	}
-	r.File(context.Background(), "", repo, "main", "w.bin")
-	if !r.Public(repo) || string(store.meta[publicKey(repo)]) != "1" {
-		t.Fatal("an anonymous success did not mark the repo public (persistently)")
-	}
-	// A fresh resolver (a restart) remembers it.
-	if !New(up, store, Options{}).Public(repo) {
-		t.Error("visibility lost across restart")
-	}
-	r.File(context.Background(), "Bearer denied", repo, "main", "other.bin")
-	if fmt.Sprint(decisions) != "[allowed allowed denied]" {
-		t.Errorf("decisions %v", decisions)
-	}
-}
-
 func TestDecisionsExpireAfterAccessTTL(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
-	r := New(up, newFakeStore(), Options{AccessTTL: time.Millisecond})
+	clk := newClock()
+	r := newResolver(t, up, newFakeStore(), clk, Options{AccessTTL: time.Second})
 	r.File(context.Background(), "Bearer ok", repo, commitA, "w.bin")
 	r.File(context.Background(), "", repo, commitA, "w.bin")
 	n := up.resolves.Load()
-	time.Sleep(3 * time.Millisecond)
+	clk.add(2 * time.Second)
 	r.File(context.Background(), "Bearer ok", repo, commitA, "w.bin")
 	r.File(context.Background(), "", repo, commitA, "w.bin")
 	if got := up.resolves.Load() - n; got != 2 {

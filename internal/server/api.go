@@ -86,21 +86,32 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	if !hub.IsCommit(ar.rev) {
 		ttl = min(ttl, s.opts.RevisionTTL)
 	}
-	if cerr == nil && time.Since(cached.Stored) < ttl {
+	if cerr == nil && s.opts.Now().Sub(cached.Stored) < ttl {
 		s.writeEnvelope(w, r, cached)
 		return
 	}
-	// Without upstream, only a repo upstream has shown to anonymous callers
-	// may be answered from the cache: nobody's access can be checked.
-	fallback := cerr == nil && s.opts.Resolver.Public(ar.repo)
-	if s.opts.Offline {
-		if fallback {
-			s.writeEnvelope(w, r, cached)
-		} else if cerr == nil {
-			s.writeError(w, r, resolver.ErrUnverifiable)
-		} else {
-			s.writeError(w, r, resolver.ErrOffline)
+	// Without upstream, a cached answer is given only as the access policy
+	// allows: an answer upstream gave this anonymous caller, a repo upstream
+	// says is public, or a caller it granted the repo within the grace.
+	fallback := func() error {
+		if cerr != nil {
+			if s.opts.Offline {
+				return resolver.ErrOffline
+			}
+			return cerr
 		}
+		var anonAt time.Time
+		if auth == "" {
+			anonAt = cached.Stored
+		}
+		return s.opts.Resolver.MayServeCached(auth, ar.repo, anonAt)
+	}
+	if s.opts.Offline {
+		if err := fallback(); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeEnvelope(w, r, cached)
 		return
 	}
 	hdr := http.Header{}
@@ -112,8 +123,17 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		method = http.MethodGet
 	}
 	resp, err := s.opts.Upstream.API(r.Context(), method, pathAndQuery, auth, hdr, body)
+	if err == nil && (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) {
+		err = fmt.Errorf("upstream API answered %d: %w", resp.StatusCode, fetch.ErrUnavailable)
+		resp.Body.Close()
+	}
 	if err != nil {
-		if errors.Is(err, fetch.ErrUnavailable) && fallback {
+		if errors.Is(err, fetch.ErrUnavailable) && cerr == nil {
+			if ferr := fallback(); ferr != nil {
+				s.writeError(w, r, fmt.Errorf("%w (%v)", ferr, err))
+				return
+			}
+			s.log.Debug("upstream API failing, answering from cache", "path", r.URL.EscapedPath(), "err", err)
 			s.writeEnvelope(w, r, cached)
 			return
 		}
@@ -121,17 +141,13 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		return
 	}
 	defer resp.Body.Close()
-	if (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) && fallback {
-		s.log.Warn("upstream API failing, answering from cache", "path", r.URL.EscapedPath(), "status", resp.StatusCode)
-		s.writeEnvelope(w, r, cached)
-		return
-	}
+	s.opts.Resolver.Answered(auth, ar.repo, apiOutcome(resp))
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponseBody+1))
 	if err != nil || len(data) > maxAPIResponseBody {
 		s.writeError(w, r, fmt.Errorf("reading upstream API answer: %w", fetch.ErrUnavailable))
 		return
 	}
-	env := envelope{Stored: time.Now(), Status: resp.StatusCode, Header: map[string]string{}, Body: data}
+	env := envelope{Stored: s.opts.Now(), Status: resp.StatusCode, Header: map[string]string{}, Body: data}
 	for _, k := range keptAPIHeaders {
 		if v := resp.Header.Get(k); v != "" {
 			env.Header[k] = v
@@ -144,6 +160,11 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 			return
 		}
 		env.Body = stripped
+		if ar.kind == apiInfo {
+			if v, ok := visibility(data); ok {
+				s.opts.Resolver.Visible(ar.repo, v)
+			}
+		}
 		if ar.kind == apiInfo && ar.rev != "" && !hub.IsCommit(ar.rev) && hub.IsCommit(sha) {
 			if err := s.opts.Store.WriteRef(ar.repo, ar.rev, sha); err != nil {
 				s.log.Warn("writing ref", "repo", ar.repo.String(), "err", err)
@@ -156,6 +177,36 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		}
 	}
 	s.writeEnvelope(w, r, env)
+}
+
+// apiOutcome is what an API answer says of the caller's access: nil for a
+// 2xx, the upstream's refusal or missing-entry answer as a *fetch.StatusError
+// for a 4xx (only the status and X-Error-Code matter to the policy).
+func apiOutcome(resp *http.Response) error {
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	return &fetch.StatusError{Code: resp.StatusCode, ErrorCode: resp.Header.Get("X-Error-Code")}
+}
+
+// visibility reads a repo-info answer's private and gated fields, which
+// describe the repo whoever asked.
+func visibility(data []byte) (fetch.Visibility, bool) {
+	var info struct {
+		Private *bool `json:"private"`
+		Gated   any   `json:"gated"`
+	}
+	if json.Unmarshal(data, &info) != nil || info.Private == nil {
+		return fetch.Visibility{}, false
+	}
+	gated := true // an unknown form means the stricter thing
+	switch g := info.Gated.(type) {
+	case bool:
+		gated = g
+	case nil:
+		gated = false
+	}
+	return fetch.Visibility{Private: *info.Private, Gated: gated}, true
 }
 
 func metaKey(auth, method, pathAndQuery, contentType string, body []byte) string {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,5 +68,37 @@ func TestFullDiskStillServesAndDamagesNothing(t *testing.T) {
 	_, m := e.do(http.MethodGet, "/metrics")
 	if !strings.Contains(string(m), "hubproxy_cache_bypass_total") || strings.Contains(string(m), "hubproxy_cache_bypass_total 0") {
 		t.Errorf("bypass not counted")
+	}
+}
+
+// On a full disk a whole download is still verified: the bytes that could
+// not be cached are hashed as they stream, with the cached start, and a body
+// that does not hash to its ETag never completes as a 200.
+func TestFullDiskDownloadIsStillVerified(t *testing.T) {
+	dir := smallFS(t, "8m")
+	e := newEnv(t, hubtest.Options{}, func(c *app.Config) {
+		c.CacheDir = dir
+		c.MinFreeBytes = 0
+	})
+	big := hubtest.RandomBytes(23, 20<<20)
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "big.safetensors", Data: big}}})
+	e.hub.SetFaults(hubtest.Faults{CorruptBytes: hubtest.Fault{N: 1 << 30}, CorruptPath: "big.safetensors"})
+	req, _ := http.NewRequest(http.MethodGet, e.proxy.URL+"/org/model/resolve/main/big.safetensors", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // refused outright: fine
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode == 200 && len(body) == len(big) {
+		t.Fatalf("a corrupt 20 MiB body completed as a 200 (sha match %v)", sha(body) == sha(big))
+	}
+	if _, m := e.do(http.MethodGet, "/metrics"); strings.Contains(string(m), "hubproxy_cache_bypass_total 0") {
+		t.Error("the test did not exercise the bypass")
+	}
+	// Without the fault, the same download completes, correct.
+	e.hub.SetFaults(hubtest.Faults{})
+	if resp, body := e.do(http.MethodGet, "/org/model/resolve/main/big.safetensors"); resp.StatusCode != 200 || sha(body) != sha(big) {
+		t.Fatalf("after the fault: %d, sha match %v", resp.StatusCode, sha(body) == sha(big))
 	}
 }

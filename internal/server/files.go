@@ -43,7 +43,11 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	setFileHeaders(w.Header(), fr.path, m)
 	if r.Method == http.MethodHead {
 		// HEAD answers from metadata alone and never waits for a fill
-		// (huggingface_hub gives it 10 s).
+		// (huggingface_hub gives it 10 s), with the status GET would have.
+		if noneMatch(r.Header.Get("If-None-Match"), m.ETag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
 		w.Header().Set("Content-Length", strconv.FormatInt(m.Size, 10))
 		w.WriteHeader(http.StatusOK)
 		return
@@ -89,7 +93,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		h.Expect(0, m.Size)
 		s.opts.Metrics.ObserveCache(h.Present(0, m.Size), m.Size)
 	}
-	br := &bypassReader{ctx: r.Context(), h: h, origin: origin, end: windowEnd, onFail: func(err error) {
+	br := &bypassReader{ctx: r.Context(), h: h, origin: origin, end: windowEnd, discard: h.Discard, onFail: func(err error) {
 		s.log.Error("cache cannot store this file; serving it straight from upstream", "path", r.URL.EscapedPath(), "err", err)
 		if s.opts.Metrics != nil {
 			s.opts.Metrics.CacheBypass.Inc()
@@ -107,7 +111,22 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Header.Get("Range") == "" {
+		br.verifyWhole(m.ETag, m.Size)
+	}
 	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(br, 0, m.Size), s: s, req: r})
+}
+
+// noneMatch reports whether an If-None-Match value matches etag, so the
+// answer is 304 (RFC 9110 §13.1.2: weak comparison, "*" matches any).
+func noneMatch(header, etag string) bool {
+	for _, v := range strings.Split(header, ",") {
+		v = strings.TrimSpace(v)
+		if v == "*" || v != "" && hub.NormalizeETag(v) == etag {
+			return true
+		}
+	}
+	return false
 }
 
 // abortOnError turns a read error part-way through a body into an aborted

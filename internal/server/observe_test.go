@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"bytes"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,20 +48,53 @@ func TestMetricsAndReadiness(t *testing.T) {
 		}
 	}
 
-	if resp, _ := e.do(http.MethodGet, "/readyz"); resp.StatusCode != 200 {
-		t.Errorf("/readyz with upstream up: %d", resp.StatusCode)
-	}
-	e.hub.Close()
-	e.start() // a fresh proxy has no remembered probe
-	if resp, body := e.do(http.MethodGet, "/readyz"); resp.StatusCode != 503 || !strings.Contains(string(body), "upstream") {
-		t.Errorf("/readyz with upstream down: %d %s", resp.StatusCode, body)
+	if resp, body := e.do(http.MethodGet, "/readyz"); resp.StatusCode != 200 || !strings.Contains(string(body), `"upstream":"up"`) {
+		t.Errorf("/readyz with upstream up: %d %s", resp.StatusCode, body)
 	}
 	if resp, _ := e.do(http.MethodGet, "/healthz"); resp.StatusCode != 200 {
 		t.Errorf("/healthz: %d", resp.StatusCode)
 	}
 	e.cfg.Offline = true
 	e.start()
-	if resp, _ := e.do(http.MethodGet, "/readyz"); resp.StatusCode != 200 {
-		t.Errorf("/readyz offline: %d", resp.StatusCode)
+	if resp, body := e.do(http.MethodGet, "/readyz"); resp.StatusCode != 200 || !strings.Contains(string(body), `"upstream":"offline"`) {
+		t.Errorf("/readyz offline: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Readiness means "can serve". With the hub down, cached files are still
+// served, so /readyz stays 200 (a failing probe would take every proxy, and
+// every sidecar's inference pod, out of service exactly when the cache
+// matters most); the upstream's state is in the body and in
+// hubproxy_upstream_up. A cache that cannot be written is not ready.
+func TestReadinessIgnoresUpstreamOutages(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	data := hubtest.RandomBytes(3, 200<<10)
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	if resp, _ := e.do(http.MethodGet, "/org/model/resolve/main/w.bin"); resp.StatusCode != 200 {
+		t.Fatalf("fill: %d", resp.StatusCode)
+	}
+	e.hub.Close()
+	e.start() // a fresh proxy: it learns the outage from its own probe
+	resp, body := e.do(http.MethodGet, "/readyz")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"upstream":"down"`) || !strings.Contains(string(body), `"ready":true`) {
+		t.Errorf("/readyz with the hub down: %d %s", resp.StatusCode, body)
+	}
+	if resp, got := e.do(http.MethodGet, "/org/model/resolve/main/w.bin"); resp.StatusCode != 200 || !bytes.Equal(got, data) {
+		t.Errorf("cached file with the hub down: %d, %d bytes", resp.StatusCode, len(got))
+	}
+	if _, m := e.do(http.MethodGet, "/metrics"); !strings.Contains(string(m), "hubproxy_upstream_up 0") {
+		t.Error("/metrics lacks hubproxy_upstream_up 0")
+	}
+	if err := os.Chmod(filepath.Join(e.dir, ".hubproxy", "tmp"), 0o500); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(filepath.Join(e.dir, ".hubproxy", "tmp"), 0o755)
+	if os.Geteuid() == 0 {
+		t.Log("running as root: permissions do not stop writes; checking a missing directory instead")
+		os.Rename(filepath.Join(e.dir, ".hubproxy", "tmp"), filepath.Join(e.dir, ".hubproxy", "tmp-gone"))
+		defer os.Rename(filepath.Join(e.dir, ".hubproxy", "tmp-gone"), filepath.Join(e.dir, ".hubproxy", "tmp"))
+	}
+	if resp, body := e.do(http.MethodGet, "/readyz"); resp.StatusCode != 503 || !strings.Contains(string(body), "not writable") {
+		t.Errorf("/readyz with an unwritable cache: %d %s", resp.StatusCode, body)
 	}
 }

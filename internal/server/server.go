@@ -9,16 +9,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
@@ -30,9 +33,15 @@ import (
 type Resolver interface {
 	File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
 	Origin(auth string, repo hub.Repo, path string, m resolver.Meta) cache.Origin
-	// Public reports whether upstream has served repo to an anonymous caller;
-	// only such repos are answered from the cache when upstream is down.
-	Public(repo hub.Repo) bool
+	// Answered records upstream's answer to a caller about repo (nil, or
+	// the *fetch.StatusError it answered), for the access policy.
+	Answered(auth string, repo hub.Repo, err error)
+	// Visible records what upstream says of the repo itself.
+	Visible(repo hub.Repo, v fetch.Visibility)
+	// MayServeCached decides whether caller may have a cached answer about
+	// repo without upstream; anonAt is when upstream gave that very answer
+	// to an anonymous caller (zero if never). nil or ErrUnverifiable.
+	MayServeCached(auth string, repo hub.Repo, anonAt time.Time) error
 }
 
 // Store is the part of the cache the handlers use.
@@ -75,8 +84,11 @@ type Options struct {
 	// /metrics.
 	Metrics        *metrics.Metrics
 	MetricsHandler http.Handler
-	// Ready reports whether the proxy can serve (/readyz); nil means ready.
-	Ready  func(ctx context.Context) error
+	// Now is the clock for API answer reuse; nil means time.Now.
+	Now func() time.Time
+	// Ready reports whether the proxy can serve, and what it knows of the
+	// upstream (/readyz); nil means ready.
+	Ready  func(ctx context.Context) Readiness
 	Logger *slog.Logger
 }
 
@@ -97,6 +109,9 @@ func New(opts Options) *Server {
 	}
 	if opts.TensorMerge <= 0 {
 		opts.TensorMerge = 128 << 10
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, log: log}
 	s.files = fileOpener{s}
@@ -226,20 +241,33 @@ func routeClass(p string) string {
 	return "other"
 }
 
-// serveReady answers /readyz: 200 when the cache is writable and upstream
-// reachable (or offline mode is on), 503 with the reason otherwise.
+// Readiness is the body of /readyz. Ready (the status code: 200 or 503)
+// means the proxy can serve; the upstream's state is detail, since cached
+// content is served whatever it is.
+type Readiness struct {
+	Ready             bool       `json:"ready"`
+	Cache             string     `json:"cache"`    // "ok", or why the cache cannot be written
+	Upstream          string     `json:"upstream"` // "up", "down" or "offline"
+	UpstreamDownSince *time.Time `json:"upstream_down_since,omitempty"`
+	UpstreamReason    string     `json:"upstream_reason,omitempty"`
+}
+
+// serveReady answers /readyz: 200 when the cache is writable, 503 otherwise,
+// with a JSON body that also says whether upstream is answering.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	rd := Readiness{Ready: true, Cache: "ok", Upstream: "unknown"}
 	if s.opts.Ready != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		if err := s.opts.Ready(ctx); err != nil {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, "not ready: "+oneLine(err.Error())+"\n")
-			return
-		}
+		rd = s.opts.Ready(ctx)
 	}
-	io.WriteString(w, "ok\n")
+	body, _ := json.Marshal(rd)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	if !rd.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	w.Write(append(body, '\n'))
 }
 
 // publicBase is the base URL clients reach the proxy at.

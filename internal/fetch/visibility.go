@@ -1,0 +1,69 @@
+package fetch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+)
+
+// Visibility is what the hub says of a repo itself, whoever asks: whether it
+// is private, and whether its files are gated behind accepted conditions.
+type Visibility struct {
+	Private bool
+	Gated   bool // "auto" and "manual" gating both refuse anonymous downloads
+}
+
+// Public reports whether anyone, without credentials, may read the repo.
+func (v Visibility) Public() bool { return !v.Private && !v.Gated }
+
+// maxInfoBody bounds the repo-info answer read for its visibility fields.
+const maxInfoBody = 16 << 20
+
+// Visibility asks the hub anonymously for repo's info and returns its
+// private and gated fields. The call carries no credentials at all (not even
+// the proxy token): its answer must describe the repo, not any caller.
+// A refusal comes back as a *StatusError (401/404 RepoNotFound, GatedRepo).
+func (c *Client) Visibility(ctx context.Context, repo hub.Repo) (Visibility, error) {
+	if _, err := hub.ParseRepo(repo.Type, repo.ID); err != nil {
+		return Visibility{}, err
+	}
+	u, err := url.Parse(c.baseStr + "/api/" + repo.Type.Plural() + "/" + repo.ID)
+	if err != nil {
+		return Visibility{}, fmt.Errorf("fetch: building the repo-info URL for %s: %w", repo, err)
+	}
+	resp, err := c.API(ctx, http.MethodGet, u.EscapedPath(), "", http.Header{}, nil)
+	if err != nil {
+		return Visibility{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Visibility{}, newStatusError(resp, u, false, nil)
+	}
+	var info struct {
+		Private bool `json:"private"`
+		Gated   any  `json:"gated"` // false, or "auto" / "manual"
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInfoBody))
+	if err != nil {
+		return Visibility{}, err
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return Visibility{}, &ProtocolError{URL: redact(u), Reason: "repo info is not JSON"}
+	}
+	gated := false
+	switch g := info.Gated.(type) {
+	case bool:
+		gated = g
+	case string:
+		gated = g != "" && g != "false"
+	case nil:
+	default:
+		gated = true // an unknown form: assume the stricter meaning
+	}
+	return Visibility{Private: info.Private, Gated: gated}, nil
+}

@@ -1,0 +1,188 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/fetch"
+)
+
+// read resolves w.bin or x.bin at main for auth and reports the outcome as
+// "ok", "cache" (served without upstream), "unverifiable" or the error.
+func read(r *Resolver, auth, path string) string {
+	m, err := r.File(context.Background(), auth, repo, "main", path)
+	switch {
+	case err == nil && m.FromCache:
+		return "cache"
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrUnverifiable):
+		return "unverifiable"
+	}
+	var se *fetch.StatusError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%d %s", se.Code, se.ErrorCode)
+	}
+	return err.Error()
+}
+
+// A repo that was public, then turned gated: a granted caller fills a file;
+// during an outage neither anonymous nor refused callers get it, nor the file
+// anonymous callers read while the repo was public. Only the granted caller,
+// within access-ttl, keeps access.
+func TestOutageNeverServesGatedFilesToRefusedCallers(t *testing.T) {
+	up := &fakeUpstream{commit: commitA}
+	store := newFakeStore()
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute})
+	if got := read(r, "", "x.bin"); got != "ok" {
+		t.Fatalf("anonymous read while public: %s", got)
+	}
+	store.holds(commitA, "x.bin")
+	up.set(func(f *fakeUpstream) { f.gated = true })
+	clk.add(2 * time.Second)
+	if got := read(r, "Bearer ok", "w.bin"); got != "ok" {
+		t.Fatalf("granted caller: %s", got)
+	}
+	store.holds(commitA, "w.bin")
+	if up.probes.Load() == 0 {
+		t.Fatal("a credential's success did not ask upstream whether the repo is public")
+	}
+	up.set(func(f *fakeUpstream) { f.down = true })
+	clk.add(2 * time.Minute) // every cached decision has expired
+	for _, c := range []struct{ auth, path, want string }{
+		{"", "w.bin", "unverifiable"},
+		{"", "x.bin", "unverifiable"}, // read anonymously, but the repo is gated since
+		{"Bearer denied", "w.bin", "unverifiable"},
+		{"Bearer other", "x.bin", "unverifiable"},
+		{"Bearer ok", "w.bin", "unverifiable"}, // its grant is older than access-ttl
+	} {
+		if got := read(r, c.auth, c.path); got != c.want {
+			t.Errorf("outage, %q reads %s: %s, want %s", c.auth, c.path, got, c.want)
+		}
+	}
+}
+
+// With outage-grace, a caller upstream granted the repo within the grace
+// keeps reading its cached files during an outage; nobody else does, and a
+// later refusal ends the grace.
+func TestOutageGraceCoversOnlyGrantedCallers(t *testing.T) {
+	up := &fakeUpstream{commit: commitA, gated: true}
+	store := newFakeStore()
+	store.holds(commitA, "w.bin")
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute, OutageGrace: 24 * time.Hour})
+	read(r, "Bearer ok", "w.bin")
+	read(r, "Bearer denied", "w.bin")
+	up.set(func(f *fakeUpstream) { f.down = true })
+	clk.add(3 * time.Hour)
+	for _, c := range []struct{ auth, want string }{
+		{"Bearer ok", "cache"}, {"", "unverifiable"}, {"Bearer denied", "unverifiable"}, {"Bearer new", "unverifiable"},
+	} {
+		if got := read(r, c.auth, "w.bin"); got != c.want {
+			t.Errorf("%q: %s, want %s", c.auth, got, c.want)
+		}
+	}
+	// A restart during the outage keeps what was learnt.
+	r.Close()
+	r2 := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute, OutageGrace: 24 * time.Hour})
+	if got := read(r2, "Bearer ok", "w.bin"); got != "cache" {
+		t.Errorf("after a restart: %s, want cache", got)
+	}
+	clk.add(22 * time.Hour)
+	if got := read(r2, "Bearer ok", "w.bin"); got != "unverifiable" {
+		t.Errorf("after the grace: %s, want unverifiable", got)
+	}
+}
+
+// A public repo read only with tokens (clusters that set HF_TOKEN
+// everywhere) is known public from what upstream says of the repo itself,
+// so its cached files are served to everyone during an outage.
+func TestPublicRepoReadWithTokensStaysServedInAnOutage(t *testing.T) {
+	up := &fakeUpstream{commit: commitA}
+	store := newFakeStore()
+	store.holds(commitA, "w.bin")
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute, PublicTTL: time.Hour})
+	if got := read(r, "Bearer ok", "w.bin"); got != "ok" {
+		t.Fatal(got)
+	}
+	up.set(func(f *fakeUpstream) { f.down = true })
+	clk.add(10 * time.Minute)
+	for _, auth := range []string{"", "Bearer ok", "Bearer someone"} {
+		if got := read(r, auth, "w.bin"); got != "cache" {
+			t.Errorf("%q during the outage: %s, want cache", auth, got)
+		}
+	}
+	clk.add(time.Hour)
+	if got := read(r, "", "w.bin"); got != "unverifiable" {
+		t.Errorf("past public-ttl: %s, want unverifiable", got)
+	}
+}
+
+// A file's absence at a commit is kept: asked again, it is answered without
+// upstream to callers with a live decision, and during an outage as the
+// policy allows; a refused caller never learns it from the cache.
+func TestMissingFilesAreRemembered(t *testing.T) {
+	up := &fakeUpstream{commit: commitA}
+	store := newFakeStore()
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute})
+	if got := read(r, "", "adapter_config.json"); got != "404 EntryNotFound" {
+		t.Fatalf("first ask: %s", got)
+	}
+	if !store.NoExist(repo, commitA, "adapter_config.json") {
+		t.Fatal("no .no_exist marker written")
+	}
+	n := up.resolves.Load()
+	_, err := r.File(context.Background(), "", repo, "main", "adapter_config.json")
+	var se *fetch.StatusError
+	if !errors.As(err, &se) || se.ErrorCode != "EntryNotFound" || se.RepoCommit != commitA || up.resolves.Load() != n {
+		t.Fatalf("second ask: %v (commit %q), %d new resolves", err, se.RepoCommit, up.resolves.Load()-n)
+	}
+	// A caller upstream refuses is asked upstream, and refused.
+	if got := read(r, "Bearer denied", "adapter_config.json"); got != "403 GatedRepo" {
+		t.Errorf("refused caller: %s", got)
+	}
+	// Outage, long after every decision: the repo was read anonymously.
+	up.set(func(f *fakeUpstream) { f.down = true })
+	clk.add(time.Hour)
+	if got := read(r, "", "adapter_config.json"); got != "404 EntryNotFound" {
+		t.Errorf("during an outage: %s, want 404 EntryNotFound", got)
+	}
+}
+
+// The probe's answer and the grants survive in the store, and the records
+// stay bounded however many paths and tokens callers use.
+func TestPolicyRecordsAreBounded(t *testing.T) {
+	store := newFakeStore()
+	clk := newClock()
+	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, nil)
+	p.log = discardLogger()
+	for i := range maxAnonymousPerRepo + 50 {
+		p.servedAnonymously(repo, commitA, fmt.Sprintf("f%d", i))
+		clk.add(time.Millisecond)
+	}
+	for i := range maxGrantsPerRepo + 50 {
+		p.granted(fmt.Sprintf("caller%d", i), repo)
+	}
+	if err := p.flush(); err != nil {
+		t.Fatal(err)
+	}
+	p2 := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
+	p2.mu.Lock()
+	rec := p2.recordLocked(repo)
+	p2.mu.Unlock()
+	if len(rec.Anonymous) != maxAnonymousPerRepo || len(rec.Grants) != maxGrantsPerRepo {
+		t.Errorf("record holds %d files, %d grants", len(rec.Anonymous), len(rec.Grants))
+	}
+	if _, ok := rec.Anonymous[commitA+"/f0"]; ok {
+		t.Error("the oldest file was kept")
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

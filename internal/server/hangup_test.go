@@ -1,0 +1,61 @@
+package server_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// Clients that read the start of "Range: bytes=N-" and hang up cost upstream
+// about what they read plus what was already on its way for them, not the
+// read-ahead that would have followed: read-ahead belongs to its reader and
+// is cancelled when the reader leaves, so once every client has gone no fill
+// keeps running for them.
+func TestClientsThatHangUpDoNotCostReadAhead(t *testing.T) {
+	e := newEnv(t, hubtest.Options{BandwidthPerConn: 1 << 20}, nil)
+	const size = 96 << 20
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: hubtest.RandomBytes(51, size)}}})
+	e.hub.ResetCounters()
+	const clients, read = 5, 256 << 10
+	for i := range clients {
+		req, _ := http.NewRequest(http.MethodGet, e.proxy.URL+"/org/model/resolve/main/w.safetensors", nil)
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", int64(i)*(size/clients)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(io.Discard, resp.Body, read); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// At 1 MiB/s per connection a chunk takes 8 s: fills left running for
+	// gone readers would still be in flight long after this.
+	fillsRE := regexp.MustCompile(`(?m)^hubproxy_cache_fills_in_flight (\d+)`)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, m := e.do(http.MethodGet, "/metrics")
+		match := fillsRE.FindSubmatch(m)
+		if match == nil {
+			t.Fatal("no hubproxy_cache_fills_in_flight in /metrics")
+		}
+		if n, _ := strconv.Atoi(string(match[1])); n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s fills still in flight 2 s after every reader left", match[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := e.hub.Counters().BodyBytes
+	t.Logf("%d clients reading %d KiB each cost %d bytes upstream (%.1f MB)", clients, read>>10, got, float64(got)/1e6)
+	if got > size/4 {
+		t.Errorf("upstream sent %d bytes for %d bytes read", got, clients*read)
+	}
+}

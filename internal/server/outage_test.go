@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// clock is a settable time source for the proxy's access decisions.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func withClock(c *clock, more func(*app.Config)) func(*app.Config) {
+	return func(cfg *app.Config) {
+		cfg.Now = c.now
+		if more != nil {
+			more(cfg)
+		}
+	}
+}
+
+// outage makes every hub answer fail the way kind says: "503" or "429"
+// (after the proxy's retries), or "down" (the hub is gone).
+func outage(e *env, kind string) {
+	switch kind {
+	case "503":
+		e.hub.SetFaults(hubtest.Faults{Status5xx: hubtest.Fault{N: 1 << 30}})
+	case "429":
+		e.hub.SetFaults(hubtest.Faults{TooManyRequests: hubtest.Fault{N: 1 << 30}})
+	case "down":
+		e.hub.Close()
+	}
+}
+
+// status returns the status of a request by auth ("" = anonymous).
+func (e *env) status(method, path, auth string, hdr ...string) (int, []byte) {
+	if auth != "" {
+		hdr = append(hdr, "Authorization", auth)
+	}
+	resp, body := e.do(method, path, hdr...)
+	return resp.StatusCode, body
+}
+
+// A repo that was public, then turned gated: a granted caller fills a file,
+// then upstream fails (503, then 429, which any caller can provoke). No
+// anonymous or refused caller gets that file, or any other, from the cache,
+// in any form: HEAD, GET, Range, tensor routes.
+func TestGatedFilesAreNeverServedToRefusedCallersDuringOutages(t *testing.T) {
+	for _, kind := range []string{"503", "429"} {
+		t.Run(kind, func(t *testing.T) {
+			clk := &clock{t: time.Now()}
+			e := newEnv(t, hubtest.Options{}, withClock(clk, nil))
+			const tok = "hf_granted"
+			weights := hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F32", Shape: []int64{4096}}}, nil)
+			e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, ApprovedTokens: []string{tok}, Files: []hubtest.File{
+				{Path: "config.json", Data: []byte(`{"model_type":"x"}`)}, {Path: "model.safetensors", Data: weights},
+			}})
+			if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/config.json", ""); code != 200 {
+				t.Fatalf("anonymous read while public: %d", code)
+			}
+			e.hub.SetAccess(model, true, false)
+			clk.add(2 * time.Second)
+			if code, body := e.status(http.MethodGet, "/org/model/resolve/main/model.safetensors", "Bearer "+tok); code != 200 || !bytes.Equal(body, weights) {
+				t.Fatalf("granted fill: %d", code)
+			}
+			outage(e, kind)
+			clk.add(2 * time.Minute) // past every cached decision
+			for _, auth := range []string{"", "Bearer hf_denied"} {
+				for _, req := range []struct {
+					method, path string
+					hdr          []string
+				}{
+					{http.MethodHead, "/org/model/resolve/main/model.safetensors", nil},
+					{http.MethodGet, "/org/model/resolve/main/model.safetensors", nil},
+					{http.MethodGet, "/org/model/resolve/main/model.safetensors", []string{"Range", "bytes=0-99"}},
+					{http.MethodGet, "/org/model/resolve/main/config.json", nil},
+					{http.MethodGet, "/models/org/model/tensors", nil},
+					{http.MethodGet, "/models/org/model/tensors/w", nil},
+				} {
+					code, body := e.status(req.method, req.path, auth, req.hdr...)
+					if code < 400 || bytes.Contains(body, weights[100:200]) {
+						t.Errorf("%s %s %s by %q during a %s outage: %d", req.method, req.path, req.hdr, auth, kind, code)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A public repo read only with tokens (clusters that set HF_TOKEN
+// everywhere) stays served from the cache to everyone during an outage:
+// public-ness comes from what upstream says of the repo, not from who asked.
+func TestPublicRepoReadWithTokensIsServedDuringAnOutage(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	e := newEnv(t, hubtest.Options{}, withClock(clk, nil))
+	data := hubtest.RandomBytes(41, 300<<10)
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", "Bearer hf_any"); code != 200 {
+		t.Fatalf("fill: %d", code)
+	}
+	outage(e, "503")
+	clk.add(10 * time.Minute)
+	for _, auth := range []string{"", "Bearer hf_any", "Bearer hf_other"} {
+		if code, body := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", auth); code != 200 || !bytes.Equal(body, data) {
+			t.Errorf("%q during the outage: %d", auth, code)
+		}
+	}
+}
+
+// outage-grace: a caller upstream granted a gated repo keeps reading it from
+// the cache during an outage, within the grace; nobody else does.
+func TestOutageGraceKeepsGrantedCallersServed(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	e := newEnv(t, hubtest.Options{}, withClock(clk, func(c *app.Config) { c.OutageGrace = 24 * time.Hour }))
+	const tok = "hf_granted"
+	data := hubtest.RandomBytes(42, 300<<10)
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Gated: true, ApprovedTokens: []string{tok}, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", "Bearer "+tok); code != 200 {
+		t.Fatalf("fill: %d", code)
+	}
+	outage(e, "down")
+	e.start() // a restart during the outage keeps what was learnt
+	clk.add(6 * time.Hour)
+	if code, body := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", "Bearer "+tok); code != 200 || !bytes.Equal(body, data) {
+		t.Errorf("granted caller within the grace: %d", code)
+	}
+	for _, auth := range []string{"", "Bearer hf_other"} {
+		if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", auth); code != 503 {
+			t.Errorf("%q: %d, want 503 Unverifiable", auth, code)
+		}
+	}
+	clk.add(19 * time.Hour)
+	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", "Bearer "+tok); code != 503 {
+		t.Errorf("past the grace: %d, want 503", code)
+	}
+}
+
+// A hub that accepts connections but never answers costs one metadata
+// timeout; after that, cached files and API answers are served at cache
+// speed without asking it again (until a probe), and nothing hangs.
+func TestHungUpstreamIsRememberedAndCachedContentServed(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, func(c *app.Config) {
+		c.MetadataTimeout = 300 * time.Millisecond
+		c.UpstreamCooldown = time.Hour
+	})
+	data := hubtest.RandomBytes(43, 200<<10)
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	const info = "/api/models/org/model/revision/main"
+	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", ""); code != 200 {
+		t.Fatalf("fill: %d", code)
+	}
+	if code, _ := e.status(http.MethodGet, info, ""); code != 200 {
+		t.Fatalf("repo info: %d", code)
+	}
+	e.start() // forget the resolutions: every request below must ask upstream, or not
+	e.hub.SetFaults(hubtest.Faults{Latency: time.Hour})
+	before := e.hub.Counters().Requests
+	for i := range 10 {
+		if code, body := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", ""); code != 200 || !bytes.Equal(body, data) {
+			t.Fatalf("cached file %d with the hub hung: %d", i, code)
+		}
+		if code, body := e.status(http.MethodGet, info, ""); code != 200 || !strings.Contains(string(body), `"id"`) {
+			t.Fatalf("cached repo info %d with the hub hung: %d %s", i, code, body)
+		}
+	}
+	if n := e.hub.Counters().Requests - before; n > 2 {
+		t.Errorf("the hung hub was asked %d times for 20 requests; want the outage remembered", n)
+	}
+	// An uncached API call fails fast with a clear error rather than hanging.
+	if code, _ := e.status(http.MethodGet, "/api/models/org/model/tree/main", ""); code < 500 {
+		t.Errorf("uncached API call during the outage: %d", code)
+	}
+}
+
+// Frameworks probe for files that do not exist (adapter_config.json on a
+// plain model, model.safetensors on a sharded one) and need the hub's 404
+// EntryNotFound. Such answers are kept per commit, so a previously loaded
+// public model loads again with the hub gone, probes and all.
+func TestFrameworkLoadReplaysWithTheHubGone(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	commit := e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{
+		{Path: "config.json", Data: []byte(`{"model_type":"bert"}`)},
+		{Path: "model.safetensors", Data: hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F16", Shape: []int64{64}}}, nil)},
+	}})
+	load := []struct {
+		path string
+		code int
+	}{
+		{"config.json", 200}, {"adapter_config.json", 404}, {"model.safetensors", 200},
+		{"model.safetensors.index.json", 404}, {"modules.json", 404}, {"tokenizer_config.json", 404},
+	}
+	replay := func(when string) {
+		for _, f := range load {
+			for _, method := range []string{http.MethodHead, http.MethodGet} {
+				resp, _ := e.do(method, "/org/model/resolve/main/"+f.path)
+				if resp.StatusCode != f.code {
+					t.Errorf("%s: %s %s = %d, want %d", when, method, f.path, resp.StatusCode, f.code)
+				}
+				if f.code == 404 && (resp.Header.Get("X-Error-Code") != "EntryNotFound" || resp.Header.Get("X-Repo-Commit") != commit) {
+					t.Errorf("%s: %s %s: X-Error-Code %q, X-Repo-Commit %q", when, method, f.path,
+						resp.Header.Get("X-Error-Code"), resp.Header.Get("X-Repo-Commit"))
+				}
+			}
+		}
+	}
+	replay("online")
+	resolves := e.hub.Counters().ResolveRequests
+	replay("again")
+	if n := e.hub.Counters().ResolveRequests - resolves; n != 0 {
+		t.Errorf("a second load asked upstream %d times", n)
+	}
+	e.hub.Close()
+	e.start()
+	replay("hub gone, after a restart")
+}
