@@ -333,5 +333,11 @@ func (s *Server) passAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	if _, err := io.Copy(w, resp.Body); err != nil && r.Context().Err() == nil {
+		// The upstream stopped mid-body (a stall, a reset): abort, so the
+		// client sees a failed transfer rather than a short answer that
+		// looks complete.
+		s.log.Warn("upstream API answer broke off; aborting the relay", "path", r.URL.EscapedPath(), "err", err)
+		panic(http.ErrAbortHandler)
+	}
 }

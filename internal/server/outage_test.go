@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -223,4 +225,31 @@ func TestFrameworkLoadReplaysWithTheHubGone(t *testing.T) {
 	e.hub.Close()
 	e.start()
 	replay("hub gone, after a restart")
+}
+
+// An uncached API relay whose upstream sends headers and then goes quiet is
+// cut after the stall timeout: the client sees a failed transfer, never a
+// short answer that looks complete, and the proxy does not hang with it.
+func TestStalledAPIRelayIsAborted(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `[{"num":1,`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer up.Close()
+	e := newEnv(t, hubtest.Options{}, func(c *app.Config) {
+		c.Upstream = up.URL
+		c.StallTimeout = 200 * time.Millisecond
+	})
+	req, _ := http.NewRequest(http.MethodGet, e.proxy.URL+"/api/models/org/model/discussions", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // failed before the headers were flushed: a failed transfer too
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("a relay cut off by a stalled upstream read as a complete answer")
+	}
 }
