@@ -360,3 +360,34 @@ func TestHostileHeadersGetClearErrors(t *testing.T) {
 		t.Errorf("a header claiming 100 GB made the proxy fetch %d bytes", n)
 	}
 }
+
+// An index naming thousands of missing shards costs a handful of upstream
+// requests, not one per shard, and asking again costs none: the first
+// missing shard ends the listing, and its absence at the commit is kept.
+func TestIndexOfMissingShardsDoesNotFanOut(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	var wm strings.Builder
+	wm.WriteString(`{"metadata":{},"weight_map":{`)
+	for i := range 2000 {
+		if i > 0 {
+			wm.WriteString(",")
+		}
+		fmt.Fprintf(&wm, `"t%d":"model-%05d-of-02000.safetensors"`, i, i+1)
+	}
+	wm.WriteString("}}")
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "model.safetensors.index.json", Data: []byte(wm.String())}}})
+	e.hub.ResetCounters()
+	resp, _ := e.do(http.MethodGet, "/models/org/model/tensors")
+	if resp.StatusCode != 404 || resp.Header.Get("X-Error-Code") != "EntryNotFound" {
+		t.Errorf("listing: %d %s", resp.StatusCode, resp.Header.Get("X-Error-Code"))
+	}
+	first := e.hub.Counters().Requests
+	t.Logf("2,000 missing shards: %d upstream requests", first)
+	if first > 20 {
+		t.Errorf("%d upstream requests for one listing", first)
+	}
+	e.do(http.MethodGet, "/models/org/model/tensors")
+	if again := e.hub.Counters().Requests - first; again > 8 {
+		t.Errorf("a second listing made %d more upstream requests", again)
+	}
+}
