@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/cache"
 )
 
@@ -209,7 +210,7 @@ be filling them.`,
 				return errors.New("give --max-bytes, --older-than or both")
 			}
 			if maxBytes != "" {
-				if o.MaxBytes, err = parseSize(maxBytes); err != nil {
+				if o.MaxBytes, err = bytesize.Parse(maxBytes); err != nil {
 					return fmt.Errorf("--max-bytes: %w", err)
 				}
 				if o.MaxBytes == 0 {

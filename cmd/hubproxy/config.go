@@ -1,22 +1,130 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 )
 
-// Viper lives here only. Every key is a flag (--cache-dir), an environment
-// variable (HUBPROXY_CACHE_DIR) and a config-file key (cache-dir), in that
-// order of precedence, with the defaults of app.Defaults.
+// Every key is a flag (--cache-dir), an environment variable
+// (HUBPROXY_CACHE_DIR) and a config-file key (cache-dir), in that order of
+// precedence, over the defaults of app.Defaults. The keys are app.Config's
+// `mapstructure` tags, so a field added there is a key everywhere at once.
+//
+// Values are parsed strictly and the same way from every source: a list is
+// comma-separated in a flag or a variable and a YAML list (or that same
+// string) in the file; a duration needs a unit; a boolean is true or false;
+// a size takes any form bytesize.Parse does; an unknown key in the file is an
+// error naming it. Viper reads the file; nothing here relies on its loose
+// conversions, which turned "a,b" into one list entry and "30" into 30ns.
+
+// kind is how a key's value is written and parsed.
+type kind int
+
+const (
+	kindString kind = iota
+	kindBool
+	kindInt
+	kindDuration
+	kindSize
+	kindList
+)
+
+// configKey is one configuration key: its name, kind and where it lands in
+// app.Config.
+type configKey struct {
+	name   string
+	kind   kind
+	secret bool   // never printed or logged
+	field  []int  // index path into app.Config
+	help   string // flag usage
+}
+
+// secretKeys hold credentials.
+var secretKeys = map[string]bool{"upstream-token": true}
+
+// keyHelp is each key's one-line flag usage; configs/hubproxy.yaml has the
+// full story.
+var keyHelp = map[string]string{
+	"listen":                    "address to serve the hub API on",
+	"upstream":                  "hub to proxy (https://huggingface.co, another hubproxy, or dir:PATH)",
+	"upstream-token":            "the proxy's own hub token, used only for callers that send none (prefer HUBPROXY_UPSTREAM_TOKEN)",
+	"redirect-hosts":            "hosts (and their subdomains) bytes may be fetched from besides the upstream, e.g. hf.co,huggingface.co; empty: any, always without credentials",
+	"public-url":                "externally visible base URL, for pagination links (default: from each request's Host)",
+	"offline":                   "serve only from the cache; never contact upstream",
+	"cache-dir":                 "cache root; also a valid HF_HUB_CACHE",
+	"cache-max-bytes":           "cache size budget (LRU eviction), e.g. 100Gi; 0 = unlimited",
+	"cache-min-free-bytes":      "evict to keep this much disk free; 0 = off",
+	"block-size":                "fill granularity: ranges round out to this",
+	"chunk-size":                "largest single upstream range request",
+	"read-ahead":                "chunks kept in flight ahead of a sequential reader",
+	"upstream-parallelism":      "concurrent upstream range requests, across all files",
+	"revision-ttl":              "how long a branch or tag stays mapped to a commit",
+	"access-ttl":                "how long a token's access decision from upstream is reused (revocation delay)",
+	"public-ttl":                "how long upstream's word that a repo or file is public is trusted while upstream is unavailable",
+	"outage-grace":              "while upstream is unavailable, callers it granted a repo within this time keep reading it from the cache; 0 = off",
+	"url-ttl":                   "how long a resolved file and its signed CDN URL are reused",
+	"fill-timeout":              "limit for one upstream range request",
+	"stall-timeout":             "an upstream body making no progress this long is abandoned",
+	"metadata-timeout":          "limit for one upstream metadata call (resolve, API headers), retries included",
+	"shutdown-timeout":          "on SIGTERM, how long transfers in flight may finish before they are cut",
+	"tensor-header-cache-bytes": "memory for parsed safetensors headers",
+	"log-level":                 "debug, info, warn or error",
+	"log-format":                "text or json",
+	"admin-listen":              "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it",
+	"gpu-driver-path":           "CUDA driver library loaded at run time (builds with -tags cuda)",
+	"gpu-lease-ttl":             "GPU leases not released by then are freed, so a crashed consumer leaks nothing",
+	"gpu-device-budget-bytes":   "most device memory leases may hold per GPU; 0 = 90% of the device",
+}
+
+// configKeys lists every key, in app.Config's field order.
+func configKeys() []configKey {
+	var keys []configKey
+	t := reflect.TypeOf(app.Config{})
+	durationType := reflect.TypeOf(time.Duration(0))
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("mapstructure")
+		if name == "" || name == "-" {
+			continue
+		}
+		k := configKey{name: name, field: f.Index, secret: secretKeys[name], help: keyHelp[name]}
+		switch {
+		case f.Type == durationType:
+			k.kind = kindDuration
+		case f.Type.Kind() == reflect.Int64: // every int64 key is a byte size
+			k.kind = kindSize
+		case f.Type.Kind() == reflect.Int:
+			k.kind = kindInt
+		case f.Type.Kind() == reflect.Bool:
+			k.kind = kindBool
+		case f.Type.Kind() == reflect.Slice:
+			k.kind = kindList
+		default:
+			k.kind = kindString
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// envName is the environment variable of a key.
+func envName(key string) string {
+	return "HUBPROXY_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
 
 func defaultCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
@@ -36,151 +144,360 @@ func expandHome(p string) string {
 	return p
 }
 
+// defaults is app.Defaults with the cache directory of this user.
+func defaults() app.Config {
+	d := app.Defaults()
+	d.CacheDir = defaultCacheDir()
+	return d
+}
+
 // addServeFlags declares every configuration key on fs.
 func addServeFlags(fs *pflag.FlagSet) {
-	d := app.Defaults()
 	fs.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
-	fs.String("listen", d.Listen, "address to serve the hub API on")
-	fs.String("upstream", d.Upstream, "hub to proxy (https://huggingface.co, or another hubproxy)")
-	fs.String("upstream-token", "", "the proxy's own hub token, used only for callers that send none (prefer HUBPROXY_UPSTREAM_TOKEN)")
-	fs.StringSlice("redirect-hosts", nil, "hosts (and their subdomains) bytes may be fetched from besides the upstream, e.g. hf.co,huggingface.co; empty: any, always without credentials")
-	fs.String("public-url", "", "externally visible base URL, for pagination links (default: from each request's Host)")
-	fs.Bool("offline", false, "serve only from the cache; never contact upstream")
-	fs.String("cache-dir", defaultCacheDir(), "cache root; also a valid HF_HUB_CACHE")
-	fs.String("cache-max-bytes", formatSize(d.CacheMaxBytes), "cache size budget (LRU eviction); 0 = unlimited")
-	fs.String("cache-min-free-bytes", formatSize(d.MinFreeBytes), "evict to keep this much disk free; 0 = off")
-	fs.String("block-size", formatSize(d.BlockSize), "fill granularity: ranges round out to this")
-	fs.String("chunk-size", formatSize(d.ChunkSize), "largest single upstream range request")
-	fs.Int("read-ahead", d.ReadAhead, "chunks kept in flight ahead of a sequential reader")
-	fs.Int("upstream-parallelism", d.UpstreamConns, "concurrent upstream range requests, across all files")
-	fs.Duration("revision-ttl", d.RevisionTTL, "how long a branch or tag stays mapped to a commit")
-	fs.Duration("url-ttl", d.URLTTL, "how long a resolved file and its signed CDN URL are reused")
-	fs.Duration("access-ttl", d.AccessTTL, "how long a token's access decision from upstream is reused (revocation delay)")
-	fs.Duration("public-ttl", d.PublicTTL, "how long upstream's word that a repo or file is public is trusted while upstream is unavailable")
-	fs.Duration("outage-grace", d.OutageGrace, "while upstream is unavailable, callers it granted a repo within this time keep reading it from the cache; 0 = off")
-	fs.Duration("metadata-timeout", d.MetadataTimeout, "limit for one upstream metadata call (resolve, API headers), retries included")
-	fs.Duration("fill-timeout", d.FillTimeout, "limit for one upstream range request")
-	fs.Duration("stall-timeout", d.StallTimeout, "an upstream body making no progress this long is abandoned")
-	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long transfers in flight may finish before they are cut")
-	fs.String("tensor-header-cache-bytes", formatSize(d.HeaderCacheBytes), "memory for parsed safetensors headers")
-	fs.String("admin-listen", d.AdminListen, "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it")
-	fs.String("gpu-driver-path", d.GPUDriverPath, "CUDA driver library loaded at run time (builds with -tags cuda)")
-	fs.Duration("gpu-lease-ttl", d.GPULeaseTTL, "GPU leases not released by then are freed, so a crashed consumer leaks nothing")
-	fs.String("gpu-device-budget-bytes", "0", "most device memory leases may hold per GPU; 0 = 90% of the device")
-	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
-	fs.String("log-format", d.LogFormat, "text or json")
+	d := reflect.ValueOf(defaults())
+	for _, k := range configKeys() {
+		addKeyFlag(fs, k, d.FieldByIndex(k.field))
+	}
+}
+
+// addKeyFlag declares one key's flag with its default shown as it is written.
+func addKeyFlag(fs *pflag.FlagSet, k configKey, def reflect.Value) {
+	help := k.help + " (" + envName(k.name) + ")"
+	switch k.kind {
+	case kindBool:
+		fs.Bool(k.name, def.Bool(), help)
+	case kindList:
+		// Read raw and split here, so a flag, a variable and a file agree.
+		fs.String(k.name, strings.Join(def.Interface().([]string), ","), help+"; comma-separated")
+	default:
+		fs.String(k.name, render(k, def, false), help)
+	}
+}
+
+// source says where a key's effective value came from.
+type source struct {
+	kind string // "default", "file", "env" or "flag"
+	name string // the file path, variable or flag
+}
+
+func (s source) String() string {
+	if s.name == "" {
+		return s.kind
+	}
+	return s.kind + " " + s.name
+}
+
+// loaded is the effective configuration and where each key came from.
+type loaded struct {
+	cfg     app.Config
+	sources map[string]source
 }
 
 // loadConfig merges flags, HUBPROXY_* variables and the config file.
 func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
-	v := viper.New()
-	// Defaults for every key, so commands that declare only some of the
-	// flags (ls, pull) still read the rest from the environment or file.
-	d := app.Defaults()
-	for key, val := range map[string]any{
-		"listen": d.Listen, "upstream": d.Upstream, "cache-dir": defaultCacheDir(),
-		"cache-max-bytes": formatSize(d.CacheMaxBytes), "cache-min-free-bytes": formatSize(d.MinFreeBytes),
-		"block-size": formatSize(d.BlockSize), "chunk-size": formatSize(d.ChunkSize),
-		"read-ahead": d.ReadAhead, "upstream-parallelism": d.UpstreamConns,
-		"revision-ttl": d.RevisionTTL, "url-ttl": d.URLTTL, "access-ttl": d.AccessTTL, "fill-timeout": d.FillTimeout,
-		"public-ttl": d.PublicTTL, "outage-grace": d.OutageGrace, "metadata-timeout": d.MetadataTimeout,
-		"shutdown-timeout": d.ShutdownTimeout, "tensor-header-cache-bytes": formatSize(d.HeaderCacheBytes),
-		"stall-timeout": d.StallTimeout, "log-level": d.LogLevel, "log-format": d.LogFormat,
-		"admin-listen": d.AdminListen, "gpu-driver-path": d.GPUDriverPath, "gpu-lease-ttl": d.GPULeaseTTL,
-		"gpu-device-budget-bytes": "0",
-	} {
-		v.SetDefault(key, val)
-	}
-	v.SetEnvPrefix("HUBPROXY")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	v.AutomaticEnv()
-	if err := v.BindPFlags(fs); err != nil {
+	l, err := load(fs)
+	if err != nil {
 		return app.Config{}, err
 	}
-	if file := v.GetString("config"); file != "" {
-		v.SetConfigFile(file)
-		if err := v.ReadInConfig(); err != nil {
-			return app.Config{}, fmt.Errorf("reading config %s: %w", file, err)
+	return l.cfg, nil
+}
+
+// load is loadConfig that also keeps each key's source.
+func load(fs *pflag.FlagSet) (loaded, error) {
+	l := loaded{cfg: defaults(), sources: map[string]source{}}
+	file, err := readConfigFile(fs)
+	if err != nil {
+		return loaded{}, err
+	}
+	v := reflect.ValueOf(&l.cfg).Elem()
+	var errs []error
+	for _, k := range configKeys() {
+		raw, src, ok := lookupKey(fs, file, k)
+		if !ok {
+			l.sources[k.name] = source{kind: "default"}
+			continue
+		}
+		if err := assign(k, raw, v.FieldByIndex(k.field)); err != nil {
+			errs = append(errs, fmt.Errorf("%s (from %s): %w", k.name, src, err))
+			continue
+		}
+		l.sources[k.name] = src
+	}
+	if err := errors.Join(errs...); err != nil {
+		return loaded{}, err
+	}
+	l.cfg.CacheDir = expandHome(l.cfg.CacheDir)
+	return l, l.cfg.Validate()
+}
+
+// fileValues is the config file's keys and where it is.
+type fileValues struct {
+	path   string
+	values map[string]any
+}
+
+// readConfigFile reads --config (or HUBPROXY_CONFIG), refusing keys that
+// are not configuration keys, so a typo never silently leaves a default.
+func readConfigFile(fs *pflag.FlagSet) (fileValues, error) {
+	path := os.Getenv("HUBPROXY_CONFIG")
+	if f := fs.Lookup("config"); f != nil && f.Changed {
+		path = f.Value.String()
+	}
+	if path == "" {
+		return fileValues{}, nil
+	}
+	v := viper.New()
+	v.SetConfigFile(path)
+	if err := v.ReadInConfig(); err != nil {
+		return fileValues{}, fmt.Errorf("reading config %s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, k := range configKeys() {
+		known[k.name] = true
+	}
+	values := v.AllSettings()
+	var unknown []string
+	for key := range values {
+		if !known[key] {
+			hint := ""
+			if s := closestKey(key, known); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			unknown = append(unknown, fmt.Sprintf("%q%s", key, hint))
 		}
 	}
-	cfg := app.Config{
-		Listen:          v.GetString("listen"),
-		Upstream:        v.GetString("upstream"),
-		UpstreamToken:   v.GetString("upstream-token"),
-		RedirectHosts:   v.GetStringSlice("redirect-hosts"),
-		PublicURL:       v.GetString("public-url"),
-		Offline:         v.GetBool("offline"),
-		CacheDir:        expandHome(v.GetString("cache-dir")),
-		ReadAhead:       v.GetInt("read-ahead"),
-		UpstreamConns:   v.GetInt("upstream-parallelism"),
-		RevisionTTL:     v.GetDuration("revision-ttl"),
-		URLTTL:          v.GetDuration("url-ttl"),
-		AccessTTL:       v.GetDuration("access-ttl"),
-		PublicTTL:       v.GetDuration("public-ttl"),
-		OutageGrace:     v.GetDuration("outage-grace"),
-		MetadataTimeout: v.GetDuration("metadata-timeout"),
-		ShutdownTimeout: v.GetDuration("shutdown-timeout"),
-		FillTimeout:     v.GetDuration("fill-timeout"),
-		StallTimeout:    v.GetDuration("stall-timeout"),
-		LogLevel:        v.GetString("log-level"),
-		LogFormat:       v.GetString("log-format"),
-		AdminListen:     v.GetString("admin-listen"),
-		GPUDriverPath:   v.GetString("gpu-driver-path"),
-		GPULeaseTTL:     v.GetDuration("gpu-lease-ttl"),
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fileValues{}, fmt.Errorf("config %s: unknown keys %s; `hubproxy config --help` lists the keys", path, strings.Join(unknown, ", "))
 	}
-	for key, dst := range map[string]*int64{
-		"cache-max-bytes":           &cfg.CacheMaxBytes,
-		"cache-min-free-bytes":      &cfg.MinFreeBytes,
-		"block-size":                &cfg.BlockSize,
-		"gpu-device-budget-bytes":   &cfg.GPUDeviceBudgetBytes,
-		"chunk-size":                &cfg.ChunkSize,
-		"tensor-header-cache-bytes": &cfg.HeaderCacheBytes,
-	} {
-		n, err := parseSize(v.GetString(key))
+	return fileValues{path: path, values: values}, nil
+}
+
+// closestKey suggests the known key a misspelt one was meant to be: the same
+// letters with '_' or '.' for '-', or the nearest by edit distance.
+func closestKey(key string, known map[string]bool) string {
+	norm := strings.NewReplacer("_", "-", ".", "-", " ", "-").Replace(strings.ToLower(key))
+	if known[norm] {
+		return norm
+	}
+	best, bestD := "", 4 // suggest only close matches
+	for k := range known {
+		if d := editDistance(norm, k); d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// lookupKey finds a key's raw value: the flag if set, else the variable,
+// else the file.
+func lookupKey(fs *pflag.FlagSet, file fileValues, k configKey) (any, source, bool) {
+	if f := fs.Lookup(k.name); f != nil && f.Changed {
+		return f.Value.String(), source{kind: "flag", name: "--" + k.name}, true
+	}
+	if v, ok := os.LookupEnv(envName(k.name)); ok {
+		return v, source{kind: "env", name: envName(k.name)}, true
+	}
+	if v, ok := file.values[k.name]; ok {
+		return v, source{kind: "file", name: file.path}, true
+	}
+	return nil, source{}, false
+}
+
+// assign parses raw (a string from a flag or variable, or a YAML value) as
+// k's kind into dst.
+func assign(k configKey, raw any, dst reflect.Value) error {
+	switch k.kind {
+	case kindList:
+		list, err := parseList(raw)
 		if err != nil {
-			return app.Config{}, fmt.Errorf("%s: %w", key, err)
+			return err
 		}
-		*dst = n
+		dst.Set(reflect.ValueOf(list))
+		return nil
+	case kindBool:
+		b, err := parseBool(raw)
+		if err != nil {
+			return err
+		}
+		dst.SetBool(b)
+		return nil
 	}
-	return cfg, cfg.Validate()
+	s, err := scalar(k, raw)
+	if err != nil {
+		return err
+	}
+	switch k.kind {
+	case kindDuration:
+		d, err := parseDuration(s)
+		if err != nil {
+			return err
+		}
+		dst.SetInt(int64(d))
+	case kindSize:
+		n, err := bytesize.Parse(s)
+		if err != nil {
+			return err
+		}
+		dst.SetInt(n)
+	case kindInt:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		dst.SetInt(int64(n))
+	default:
+		dst.SetString(s)
+	}
+	return nil
 }
 
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
-	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1},
+// scalar turns a raw value into the string it is written as. A YAML number
+// is accepted where a number is meant (an int, a size in bytes); a YAML list
+// or map never is.
+func scalar(k configKey, raw any) (string, error) {
+	switch v := raw.(type) {
+	case string:
+		return v, nil
+	case int, int64, uint64:
+		if k.kind == kindDuration && fmt.Sprint(v) != "0" {
+			return "", fmt.Errorf("%v has no unit (write e.g. %vs or %vm)", v, v, v)
+		}
+		return fmt.Sprint(v), nil
+	case float64:
+		if k.kind == kindDuration {
+			return "", fmt.Errorf("%v has no unit (write e.g. %vs)", v, v)
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case bool:
+		if k.kind == kindString {
+			return "", fmt.Errorf("%v is a boolean; quote it if you mean the text", v)
+		}
+	}
+	return "", fmt.Errorf("%v is not a single value", raw)
 }
 
-// parseSize reads "100GiB", "64KiB", "1.5GB" or a plain byte count.
-func parseSize(s string) (int64, error) {
+// parseDuration reads a Go duration with a unit ("30s", "1h30m", "0"); a
+// bare number or a unit Go lacks ("1d") is an error that says what to write.
+func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
+	if s == "0" {
+		return 0, nil
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return 0, fmt.Errorf("%q has no unit (write e.g. %ss or %sm)", s, s, s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if n, ok := strings.CutSuffix(s, "d"); ok {
+			if days, perr := strconv.Atoi(n); perr == nil {
+				return 0, fmt.Errorf("%q: days are not a unit here; write %dh", s, days*24)
+			}
 		}
+		return 0, fmt.Errorf("%q is not a duration (examples: 30s, 5m, 24h)", s)
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 && (n == 0 || n <= (1<<62)/mult) {
-		return n * mult, nil
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("%q is not a size (examples: 100GiB, 64KiB, 1048576)", s)
-	}
-	return int64(f * float64(mult)), nil
+	return d, nil
 }
 
-// formatSize prints n with the largest binary unit that divides it.
-func formatSize(n int64) string {
-	for _, u := range sizeUnits[:4] {
-		if n >= u.mult && n%u.mult == 0 {
-			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+// parseBool accepts true/false (any case) and 1/0, nothing looser: "yes"
+// could mean either in some other tool.
+func parseBool(raw any) (bool, error) {
+	switch v := raw.(type) {
+	case bool:
+		return v, nil
+	case string:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true", "1":
+			return true, nil
+		case "false", "0":
+			return false, nil
+		}
+		return false, fmt.Errorf("%q is not a boolean (true or false)", v)
+	}
+	return false, fmt.Errorf("%v is not a boolean (true or false)", raw)
+}
+
+// parseList reads a list: comma-separated text, or a YAML list of strings.
+// Blank entries are dropped.
+func parseList(raw any) ([]string, error) {
+	var items []string
+	switch v := raw.(type) {
+	case string:
+		items = strings.Split(v, ",")
+	case []any:
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("entry %v is not text", e)
+			}
+			items = append(items, s)
+		}
+	case []string:
+		items = v
+	default:
+		return nil, fmt.Errorf("%v is not a list", raw)
+	}
+	out := []string{}
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
 	}
-	return strconv.FormatInt(n, 10)
+	return out, nil
+}
+
+// render writes a value the way the config file would: sizes with units,
+// durations in Go form, lists comma-separated, secrets hidden.
+func render(k configKey, v reflect.Value, redact bool) string {
+	switch {
+	case k.secret && redact:
+		if v.String() == "" {
+			return ""
+		}
+		return "(set, hidden)"
+	case k.kind == kindSize:
+		return bytesize.Format(v.Int())
+	case k.kind == kindDuration:
+		return time.Duration(v.Int()).String()
+	case k.kind == kindList:
+		return strings.Join(v.Interface().([]string), ",")
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// logAttrs is the effective configuration as log attributes, secrets
+// hidden, for the line serve logs at start.
+func (l loaded) logAttrs() []any {
+	v := reflect.ValueOf(l.cfg)
+	var attrs []any
+	for _, k := range configKeys() {
+		attrs = append(attrs, slog.String(k.name, render(k, v.FieldByIndex(k.field), true)))
+	}
+	return attrs
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

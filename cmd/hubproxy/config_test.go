@@ -54,19 +54,6 @@ func TestConfigRejectsBadValues(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "1048576": 1 << 20, "64KiB": 64 << 10, "100GiB": 100 << 30, "1.5GB": 1_500_000_000, "2 MiB": 2 << 20} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "-1", "x", "1XB", "99999999999TiB"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) accepted", in)
-		}
-	}
-}
-
 func TestAdminListenerIsLocalOnly(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:9000", ":9000", "10.0.0.1:9000", "example.com:9000", "nonsense"} {
 		if ln, err := listenAdmin(addr); err == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/server"
@@ -40,7 +41,7 @@ func newGPUCmd() *cobra.Command {
 and prints the ratios. It needs a binary built with -tags cuda and a driver.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := parseSize(size)
+			n, err := bytesize.Parse(size)
 			if err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}

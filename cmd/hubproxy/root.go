@@ -14,6 +14,6 @@ huggingface_hub layout, fetched lazily by byte range.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newLsCmd(), newPullCmd(), newCacheCmd(), newVersionCmd(), newDemoCmd(), newGPUCmd())
+	root.AddCommand(newServeCmd(), newConfigCmd(), newLsCmd(), newPullCmd(), newCacheCmd(), newVersionCmd(), newDemoCmd(), newGPUCmd())
 	return root
 }

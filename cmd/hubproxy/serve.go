@@ -26,13 +26,13 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the hub API, caching files from upstream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd.Flags())
+			l, err := load(cmd.Flags())
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg)
+			return serve(ctx, l)
 		},
 	}
 	addServeFlags(cmd.Flags())
@@ -40,11 +40,13 @@ func newServeCmd() *cobra.Command {
 }
 
 // serve runs hubproxy until ctx ends, then drains in-flight requests.
-func serve(ctx context.Context, cfg app.Config) error {
+func serve(ctx context.Context, l loaded) error {
+	cfg := l.cfg
 	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}
+	log.Info("configuration (hubproxy config shows where each key comes from)", l.logAttrs()...)
 	h, err := app.Build(cfg, log)
 	if err != nil {
 		return err
