@@ -16,8 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/server"
 )

@@ -42,6 +42,8 @@ func newServeCmd() *cobra.Command {
 // serve runs hubproxy until ctx ends, then drains in-flight requests.
 func serve(ctx context.Context, l loaded) error {
 	cfg := l.cfg
+	bi := readBuildInfo(version, buildCommit)
+	cfg.Version, cfg.Commit = bi.Version, bi.Commit
 	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err

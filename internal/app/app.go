@@ -5,12 +5,14 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +75,9 @@ type Config struct {
 	Transport http.RoundTripper `mapstructure:"-"`
 	// Stager overrides the GPU copier (tests).
 	Stager server.Stager `mapstructure:"-"`
+	// Version and Commit name the build, for hubproxy_build_info.
+	Version string `mapstructure:"-"`
+	Commit  string `mapstructure:"-"`
 	// Now is the clock for access and cache-reuse decisions (tests); nil
 	// means time.Now.
 	Now func() time.Time `mapstructure:"-"`
@@ -167,6 +172,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	metrics.RegisterBuildInfo(reg, cmp.Or(cfg.Version, "(devel)"), cfg.Commit, runtime.Version())
 	transport := cfg.Transport
 	if transport == nil {
 		transport = fetch.DefaultTransport()
@@ -211,6 +217,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		ReadAhead:    cfg.ReadAhead,
 		MaxFills:     cfg.UpstreamConns,
 		FillTimeout:  cfg.FillTimeout,
+		OnFillError:  func(err error) { m.ObserveFillError(fillErrorReason(err)) },
 		Logger:       log.With("component", "cache"),
 	})
 	if err != nil {
@@ -221,6 +228,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	metrics.RegisterStore(reg, func() metrics.StoreStats {
 		st := store.Stats()
 		return metrics.StoreStats{
+			MaxBytes: st.MaxBytes, MinFreeBytes: st.MinFreeBytes, FreeBytes: st.FreeBytes,
 			BlobBytes: st.BlobBytes, PartialBytes: st.PartialBytes, Blobs: st.Blobs, Partials: st.Partials,
 			InUse: st.InUse, Evictions: st.Evictions, FillRequests: st.FillRequests, FillBytes: st.FillBytes,
 			FillErrors: st.FillErrors, Promotions: st.Promotions, VerifyFailed: st.VerifyFailures,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -49,5 +50,47 @@ func TestDiscardDropsOnlyPartials(t *testing.T) {
 	h.Close()
 	if _, err := os.Stat(s.paths.blob(f.Repo, f.ETag)); err != nil {
 		t.Errorf("Discard removed a verified blob: %v", err)
+	}
+}
+
+// A request's tally counts the bytes its fills brought from upstream, and
+// fill errors reach OnFillError.
+func TestTallyAndFillErrors(t *testing.T) {
+	var fillErrs []error
+	var mu sync.Mutex
+	s := newStore(t, Options{BlockSize: 4096, ChunkSize: 16384, OnFillError: func(err error) {
+		mu.Lock()
+		fillErrs = append(fillErrs, err)
+		mu.Unlock()
+	}})
+	data := genData(64<<10, 4)
+	o := &fakeOrigin{data: data}
+	var tally Tally
+	ctx := WithTally(context.Background(), &tally)
+	h, err := s.Open(ctx, fileFor("t.bin", data), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readSeq(h, 0, 8192, 4096, data); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	settle(s)
+	if got := tally.Bytes(); got != o.served.Load() || got < 8192 {
+		t.Errorf("tally = %d, origin served %d", got, o.served.Load())
+	}
+	boom := errors.New("upstream 503")
+	o2 := &fakeOrigin{data: genData(8192, 5), hook: func(context.Context, int64, int64) error { return boom }}
+	h2, err := s.Open(context.Background(), fileFor("u.bin", o2.data), o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.ReadAt(make([]byte, 10), 0)
+	h2.Close()
+	settle(s)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fillErrs) == 0 || !errors.Is(fillErrs[0], boom) {
+		t.Errorf("OnFillError saw %v", fillErrs)
 	}
 }

@@ -66,6 +66,9 @@ func (s *Store) fill(it *item, o Origin, j fillJob) {
 	it.mu.Unlock()
 	if err != nil && !abandoned {
 		s.stats.fillErrors.Add(1)
+		if s.opts.OnFillError != nil && !s.isClosed() {
+			s.opts.OnFillError(err)
+		}
 		if !s.isClosed() {
 			s.log.Warn("cache: fill failed", "repo", it.key.repo.String(), "etag", it.key.etag,
 				"range", r.String(), "at", pos, "err", err)
@@ -114,6 +117,7 @@ func (s *Store) fetchInto(ctx context.Context, it *item, o Origin, r ranges.Rang
 	it.mu.Lock()
 	file := it.file // open: this goroutine holds a reference
 	it.mu.Unlock()
+	tally := TallyFrom(ctx) // the request that started this fill, if it counts
 	buf := make([]byte, min(it.blockSize, r.Size()))
 	var unsaved int64 // bytes made present since the sidecar was last saved
 	for pos < r.End {
@@ -129,6 +133,7 @@ func (s *Store) fetchInto(ctx context.Context, it *item, o Origin, r ranges.Rang
 			}
 			return pos, err
 		}
+		tally.Add(n)
 		if _, err := file.WriteAt(buf[:n], pos); err != nil {
 			return pos, &StorageError{Err: err}
 		}

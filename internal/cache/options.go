@@ -19,6 +19,9 @@ type Options struct {
 	FillTimeout  time.Duration // per upstream chunk request; default 5 min
 	MaxMetaBytes int64         // bound on cached API documents; default DefaultMaxMetaBytes
 	Logger       *slog.Logger  // nil = discard
+	// OnFillError, when set, is told each fill that ended early with an
+	// error (not a cancellation), so metrics can say why fills fail.
+	OnFillError func(err error)
 }
 
 // The defaults for zero-valued Options fields.

@@ -25,6 +25,7 @@ type Metrics struct {
 	HeaderParses    *prometheus.CounterVec   // result: parsed, cached, invalid
 	AccessDecisions *prometheus.CounterVec   // decision: allowed, denied, unverifiable
 	CacheBypass     prometheus.Counter       // reads served past a failing cache
+	FillErrors      *prometheus.CounterVec   // reason
 
 	gpu *gpuMetrics // set by RegisterGPU
 }
@@ -36,6 +37,12 @@ var (
 	UpstreamKinds = []string{"resolve", "range", "api"}
 	ParseResults  = []string{"parsed", "cached", "invalid"}
 	Decisions     = []string{"allowed", "denied", "unverifiable"}
+	// FillErrorReasons say why a cache fill ended early: the upstream
+	// answered an error status, the network failed (reset, stall,
+	// timeout), the answer broke the protocol (a wrong range, another
+	// file), the body ended short or ran long, the disk refused the bytes,
+	// or something else.
+	FillErrorReasons = []string{"status", "network", "protocol", "short_body", "storage", "other"}
 )
 
 // New creates the collectors and registers them on reg.
@@ -87,10 +94,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "cache_bypass_total",
 			Help: "Reads served straight from upstream because the cache could not store them (disk full, I/O error).",
 		}),
+		FillErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cache_fill_errors_total",
+			Help: "Cache fills that ended early with an error, by reason (status, network, protocol, short_body, storage, other).",
+		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.CacheRequests, m.CacheBytes,
 		m.Upstream, m.UpstreamBytes, m.UpstreamErrors, m.UpstreamLatency, m.HeaderParses,
-		m.AccessDecisions, m.CacheBypass)
+		m.AccessDecisions, m.CacheBypass, m.FillErrors)
 	// Pre-seed every label value so dashboards see zeros, not gaps.
 	for _, r := range RouteClasses {
 		m.RequestDuration.WithLabelValues(r)
@@ -110,7 +121,27 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, d := range Decisions {
 		m.AccessDecisions.WithLabelValues(d)
 	}
+	for _, r := range FillErrorReasons {
+		m.FillErrors.WithLabelValues(r)
+	}
 	return m
+}
+
+// ObserveFillError records one failed fill; reason is one of
+// FillErrorReasons.
+func (m *Metrics) ObserveFillError(reason string) {
+	if m != nil {
+		m.FillErrors.WithLabelValues(reason).Inc()
+	}
+}
+
+// RegisterBuildInfo exposes hubproxy_build_info{version, commit,
+// go_version} = 1, so dashboards can tell which build each pod runs.
+func RegisterBuildInfo(reg prometheus.Registerer, version, commit, goVersion string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "Always 1; the labels say which build is running."}, []string{"version", "commit", "go_version"})
+	g.WithLabelValues(version, commit, goVersion).Set(1)
+	reg.MustRegister(g)
 }
 
 // ObserveRequest records one served request.
@@ -155,6 +186,8 @@ func (m *Metrics) ObserveHeader(result string) {
 // StoreStats is what the cache reports about itself; the gauges read it at
 // scrape time, so no package has to push them.
 type StoreStats struct {
+	MaxBytes, MinFreeBytes   int64
+	FreeBytes                int64 // -1 when unknown
 	BlobBytes, PartialBytes  int64
 	Blobs, Partials, InUse   int
 	Evictions, FillRequests  int64
@@ -176,6 +209,9 @@ func RegisterStore(reg prometheus.Registerer, stats func() StoreStats) {
 			func() float64 { return f(stats()) })
 	}
 	reg.MustRegister(
+		gauge("cache_max_bytes", "The cache's size budget (cache-max-bytes); 0 means unlimited.", func(s StoreStats) float64 { return float64(s.MaxBytes) }),
+		gauge("cache_min_free_bytes", "The free-space floor eviction keeps on the cache's filesystem (cache-min-free-bytes).", func(s StoreStats) float64 { return float64(s.MinFreeBytes) }),
+		gauge("cache_free_bytes", "Free bytes on the cache's filesystem now (-1 if unknown).", func(s StoreStats) float64 { return float64(s.FreeBytes) }),
 		gauge("cache_blob_bytes", "Bytes of complete, verified blobs in the cache.", func(s StoreStats) float64 { return float64(s.BlobBytes) }),
 		gauge("cache_partial_bytes", "Bytes present in partially filled files.", func(s StoreStats) float64 { return float64(s.PartialBytes) }),
 		gauge("cache_blobs", "Complete, verified blobs in the cache.", func(s StoreStats) float64 { return float64(s.Blobs) }),
@@ -186,7 +222,6 @@ func RegisterStore(reg prometheus.Registerer, stats func() StoreStats) {
 		counter("cache_evictions_total", "Files evicted to stay under the size budget or free-space floor.", func(s StoreStats) float64 { return float64(s.Evictions) }),
 		counter("cache_fill_requests_total", "Upstream range requests made by cache fills.", func(s StoreStats) float64 { return float64(s.FillRequests) }),
 		counter("cache_fill_bytes_total", "Bytes requested upstream by cache fills.", func(s StoreStats) float64 { return float64(s.FillBytes) }),
-		counter("cache_fill_errors_total", "Cache fills that ended early with an error.", func(s StoreStats) float64 { return float64(s.FillErrors) }),
 		counter("cache_promotions_total", "Partial files verified and promoted to blobs.", func(s StoreStats) float64 { return float64(s.Promotions) }),
 		counter("cache_verify_failures_total", "Partial files discarded because their hash did not match.", func(s StoreStats) float64 { return float64(s.VerifyFailed) }),
 	)
@@ -209,8 +244,8 @@ func (m *Metrics) RegisterGPU(reg prometheus.Registerer, leases func() (count in
 			Help: "Bytes copied onto GPUs by staging requests."}),
 		stageSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_seconds",
 			Help: "Wall time of one staging request, reads from the cache included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
-		throughput: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_throughput_gigabytes_per_second",
-			Help: "Throughput of one staging request in GB/s (10^9 bytes).", Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 15, 20, 25, 35, 50}}),
+		throughput: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_throughput_bytes_per_second",
+			Help: "Throughput of one staging request in bytes per second.", Buckets: []float64{1e8, 5e8, 1e9, 2e9, 5e9, 1e10, 1.5e10, 2e10, 2.5e10, 3.5e10, 5e10}}),
 	}
 	reg.MustRegister(g.stagedBytes, g.stageSecs, g.throughput,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "gpu_leases",
@@ -229,7 +264,7 @@ func (m *Metrics) ObserveStage(bytes int64, seconds float64) {
 	m.gpu.stagedBytes.Add(float64(bytes))
 	m.gpu.stageSecs.Observe(seconds)
 	if seconds > 0 {
-		m.gpu.throughput.Observe(float64(bytes) / seconds / 1e9)
+		m.gpu.throughput.Observe(float64(bytes) / seconds)
 	}
 }
 

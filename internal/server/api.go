@@ -87,9 +87,11 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		ttl = min(ttl, s.opts.RevisionTTL)
 	}
 	if cerr == nil && s.opts.Now().Sub(cached.Stored) < ttl {
+		info(r).cache = "hit"
 		s.writeEnvelope(w, r, cached)
 		return
 	}
+	info(r).cache = "miss"
 	// Without upstream, a cached answer is given only as the access policy
 	// allows: an answer upstream gave this anonymous caller, a repo upstream
 	// says is public, or a caller it granted the repo within the grace.
@@ -111,6 +113,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 			s.writeError(w, r, err)
 			return
 		}
+		info(r).cache = "hit"
 		s.writeEnvelope(w, r, cached)
 		return
 	}
@@ -134,6 +137,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 				return
 			}
 			s.log.Debug("upstream API failing, answering from cache", "path", r.URL.EscapedPath(), "err", err)
+			info(r).cache = "hit"
 			s.writeEnvelope(w, r, cached)
 			return
 		}
@@ -143,6 +147,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	defer resp.Body.Close()
 	s.opts.Resolver.Answered(auth, ar.repo, apiOutcome(resp))
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponseBody+1))
+	info(r).tally.Add(int64(len(data)))
 	if err != nil || len(data) > maxAPIResponseBody {
 		s.writeError(w, r, fmt.Errorf("reading upstream API answer: %w", fetch.ErrUnavailable))
 		return
@@ -333,7 +338,9 @@ func (s *Server) passAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(w, resp.Body); err != nil && r.Context().Err() == nil {
+	n, err := io.Copy(w, resp.Body)
+	info(r).tally.Add(n)
+	if err != nil && r.Context().Err() == nil {
 		// The upstream stopped mid-body (a stall, a reset): abort, so the
 		// client sees a failed transfer rather than a short answer that
 		// looks complete.

@@ -31,6 +31,8 @@ type bypassReader struct {
 	origin cache.Origin
 	end    int64 // end of the window the request reads; the stream stops there
 	onFail func(error)
+	// tally, when set, counts the bytes streamed from upstream.
+	tally *cache.Tally
 	// discard, when set, is told that a whole download failed its hash, so
 	// the cache drops the partial whose bytes were part of it.
 	discard func(error)
@@ -138,6 +140,7 @@ func (b *bypassReader) readUpstream(p []byte, off int64) (int, error) {
 	}
 	n, err := io.ReadFull(b.body, p)
 	b.pos += int64(n)
+	b.tally.Add(int64(n))
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		// The stream ended where the window does; a later read reopens.
 		b.body.Close()

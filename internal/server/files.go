@@ -77,9 +77,9 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		// use sendfile and no byte passes through user space.
 		defer f.Close()
 		if start, end, ok := singleRange(r.Header.Get("Range"), m.Size); ok {
-			s.opts.Metrics.ObserveCache(end-start, end-start)
+			s.observeCache(r, end-start, end-start)
 		} else if r.Header.Get("Range") == "" {
-			s.opts.Metrics.ObserveCache(m.Size, m.Size)
+			s.observeCache(r, m.Size, m.Size)
 		}
 		http.ServeContent(w, r, "", time.Time{}, f)
 		return
@@ -88,12 +88,13 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	if start, end, ok := singleRange(r.Header.Get("Range"), m.Size); ok {
 		h.Expect(start, end)
 		windowStart, windowEnd = start, end
-		s.opts.Metrics.ObserveCache(h.Present(start, end), end-start)
+		s.observeCache(r, h.Present(start, end), end-start)
 	} else if r.Header.Get("Range") == "" {
 		h.Expect(0, m.Size)
-		s.opts.Metrics.ObserveCache(h.Present(0, m.Size), m.Size)
+		s.observeCache(r, h.Present(0, m.Size), m.Size)
 	}
-	br := &bypassReader{ctx: r.Context(), h: h, origin: origin, end: windowEnd, discard: h.Discard, onFail: func(err error) {
+	br := &bypassReader{ctx: r.Context(), h: h, origin: origin, end: windowEnd, discard: h.Discard, tally: &info(r).tally, onFail: func(err error) {
+		info(r).cache = "bypass"
 		s.log.Error("cache cannot store this file; serving it straight from upstream", "path", r.URL.EscapedPath(), "err", err)
 		if s.opts.Metrics != nil {
 			s.opts.Metrics.CacheBypass.Inc()
@@ -210,7 +211,11 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, m resolver.
 	}
 	defer body.Close()
 	w.WriteHeader(status)
-	if _, err := io.Copy(w, body); err != nil && !errors.Is(err, r.Context().Err()) {
+	ri := info(r)
+	ri.cache = "bypass"
+	n, err := io.Copy(w, body)
+	ri.tally.Add(n)
+	if err != nil && !errors.Is(err, r.Context().Err()) {
 		s.log.Warn("pass-through copy failed", "path", r.URL.EscapedPath(), "err", err)
 		panic(http.ErrAbortHandler)
 	}

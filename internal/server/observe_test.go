@@ -37,6 +37,12 @@ func TestMetricsAndReadiness(t *testing.T) {
 		`hubproxy_upstream_requests_total{code="206",kind="range"}`,
 		`hubproxy_cache_blobs 1`,
 		`hubproxy_cache_fills_in_flight 0`,
+		`hubproxy_cache_max_bytes 0`, // unlimited in this test's config
+		`hubproxy_cache_free_bytes `,
+		`hubproxy_cache_min_free_bytes `,
+		`hubproxy_cache_fill_errors_total{reason="network"} 0`,
+		`hubproxy_build_info{commit="",go_version="go`,
+		`hubproxy_upstream_up 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -200,24 +200,82 @@ func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 	return n, err
 }
 
+// reqInfo is what a request's handler learns that its log line reports:
+// what the cache held of the bytes it asked for, and what upstream sent for
+// it (fills it started, bytes streamed around the cache, API bodies).
+type reqInfo struct {
+	cache string // "hit", "partial", "miss" or "bypass"; "" when no file bytes were read
+	tally cache.Tally
+}
+
+const reqInfoKey ctxKey = 1
+
+// info returns the request's reqInfo; a request that did not pass through
+// accessLog gets a throwaway one.
+func info(r *http.Request) *reqInfo {
+	if ri, ok := r.Context().Value(reqInfoKey).(*reqInfo); ok {
+		return ri
+	}
+	return &reqInfo{}
+}
+
+// observeCache records what the cache held of a read of want bytes, in the
+// metrics and in the request's log line.
+func (s *Server) observeCache(r *http.Request, present, want int64) {
+	s.opts.Metrics.ObserveCache(present, want)
+	if want <= 0 {
+		return
+	}
+	result := "partial"
+	switch {
+	case present >= want:
+		result = "hit"
+	case present <= 0:
+		result = "miss"
+	}
+	info(r).cache = result
+}
+
+// accessLog logs one line per request and records its metrics. Probes and
+// scrapes are logged at debug level: at info they would be most of the log
+// (three probes and a scrape every few seconds, per pod) and say nothing.
+// Durations are in seconds, a number in JSON and text alike.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		ri := &reqInfo{}
+		ctx := context.WithValue(r.Context(), reqInfoKey, ri)
+		ctx = cache.WithTally(ctx, &ri.tally)
+		next.ServeHTTP(sw, r.WithContext(ctx))
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		s.opts.Metrics.ObserveRequest(routeClass(r.URL.Path), sw.status, time.Since(start).Seconds())
+		route := routeClass(r.URL.Path)
+		elapsed := time.Since(start).Seconds()
+		s.opts.Metrics.ObserveRequest(route, sw.status, elapsed)
+		level := slog.LevelInfo
+		if route == "health" || route == "metrics" {
+			level = slog.LevelDebug
+		}
+		if !s.log.Enabled(r.Context(), level) {
+			return
+		}
 		// The path is logged without its query; Authorization never is.
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		attrs := []slog.Attr{
 			slog.String("id", w.Header().Get("X-Request-Id")),
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.EscapedPath()),
 			slog.String("range", r.Header.Get("Range")),
 			slog.Int("status", sw.status),
 			slog.Int64("bytes", sw.bytes),
-			slog.Duration("duration", time.Since(start)))
+			slog.Float64("duration_s", float64(int64(elapsed*1e6))/1e6),
+		}
+		if ri.cache != "" {
+			attrs = append(attrs, slog.String("cache", ri.cache))
+		}
+		attrs = append(attrs, slog.Int64("upstream_bytes", ri.tally.Bytes()))
+		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})
 }
 

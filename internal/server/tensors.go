@@ -256,9 +256,7 @@ func (s *Server) serveAssembly(w http.ResponseWriter, r *http.Request, asm *tens
 		// An empty tensor has no satisfiable range; answer it whole.
 		r.Header.Del("Range")
 	}
-	if s.opts.Metrics != nil {
-		s.opts.Metrics.ObserveCache(asm.Present(), asm.Size())
-	}
+	s.observeCache(r, asm.Present(), asm.Size())
 	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(asm, 0, asm.Size()), s: s, req: r})
 }
 
