@@ -85,3 +85,36 @@ func TestAccessLogLines(t *testing.T) {
 		t.Errorf("duration_s is not a number in seconds: %v", cold)
 	}
 }
+
+// The router's own 404 and 405 answers take the shape of every other error,
+// on the public and the admin listener alike.
+func TestRouterErrorsAreJSON(t *testing.T) {
+	e := newEnv(t, hubtest.Options{}, nil)
+	admin := httptest.NewServer(e.admin)
+	defer admin.Close()
+	for _, tc := range []struct {
+		base, method, path string
+		status             int
+		code               string
+	}{
+		{e.proxy.URL, http.MethodPost, "/org/model/resolve/main/x.bin", 405, "MethodNotAllowed"},
+		{admin.URL, http.MethodGet, "/nope", 404, "EntryNotFound"},
+		{admin.URL, http.MethodPut, "/gpu/stage", 405, "MethodNotAllowed"},
+	} {
+		req, _ := http.NewRequest(tc.method, tc.base+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]string
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("X-Error-Code") != tc.code || err != nil || body["error"] == "" ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %q %v %v", tc.method, tc.path, resp.StatusCode, resp.Header.Get("X-Error-Code"), body, err)
+		}
+		if tc.status == 405 && resp.Header.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
+		}
+	}
+}

@@ -18,8 +18,10 @@ import (
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
-// The admin API (DESIGN.md "HTTP surface") spends GPU memory, so it is served
-// only on the admin listener: a Unix socket or loopback, never the pod IP.
+// The admin API spends GPU memory, so it is served only on the admin
+// listener: a Unix socket or loopback, never the pod IP. Its JSON is
+// snake_case like the rest of the API, and its errors take the same shape
+// as the public listener's (writeError).
 //
 //	GET    /gpu/devices        devices, memory, what is leased
 //	POST   /gpu/stage          stage tensors onto a device as one lease
@@ -52,6 +54,7 @@ func (s *Server) Admin(opts AdminOptions) http.Handler {
 	a := &admin{s: s, opts: opts}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
+	s.routeErrors(r)
 	r.Get("/gpu/devices", a.devices)
 	r.Post("/gpu/stage", a.stage)
 	r.Get("/gpu/leases", a.leases)
@@ -73,18 +76,41 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// DevicesResponse is the answer of GET /gpu/devices.
+type DevicesResponse struct {
+	Available bool         `json:"available"`
+	Reason    string       `json:"reason,omitempty"` // why staging is unavailable
+	Devices   []DeviceJSON `json:"devices"`
+}
+
+// DeviceJSON is one GPU as the admin API shows it.
+type DeviceJSON struct {
+	Index       int    `json:"index"`
+	Name        string `json:"name"`
+	TotalBytes  int64  `json:"total_bytes"`
+	FreeBytes   int64  `json:"free_bytes"` // -1 until the copier has used the device
+	BudgetBytes int64  `json:"budget_bytes"`
+	LeasedBytes int64  `json:"leased_bytes"`
+}
+
 func (a *admin) devices(w http.ResponseWriter, r *http.Request) {
-	if !a.opts.Stager.Available() {
-		_, err := a.opts.Stager.Devices()
-		writeJSON(w, http.StatusOK, map[string]any{"available": false, "reason": errString(err), "devices": []gpu.Device{}})
-		return
-	}
+	out := DevicesResponse{Available: a.opts.Stager.Available(), Devices: []DeviceJSON{}}
 	devs, err := a.opts.Stager.Devices()
-	if err != nil {
+	switch {
+	case !out.Available:
+		out.Reason = errString(err)
+	case err != nil:
 		a.s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"available": true, "devices": devs})
+	for _, d := range devs {
+		if !out.Available {
+			break
+		}
+		out.Devices = append(out.Devices, DeviceJSON{Index: d.Index, Name: d.Name, TotalBytes: d.TotalBytes,
+			FreeBytes: d.FreeBytes, BudgetBytes: d.BudgetBytes, LeasedBytes: d.LeasedBytes})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func errString(err error) string {
@@ -218,20 +244,38 @@ func (a *admin) stage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// LeasesResponse is the answer of GET /gpu/leases.
+type LeasesResponse struct {
+	Leases []LeaseJSON `json:"leases"`
+}
+
+// LeaseJSON is one live lease.
+type LeaseJSON struct {
+	ID      string          `json:"lease"`
+	Device  int             `json:"device"`
+	Bytes   int64           `json:"bytes"`
+	Expires time.Time       `json:"expires"`
+	Tensors []PlacementJSON `json:"tensors"`
+}
+
+// PlacementJSON is where one tensor sits in a lease's allocation.
+type PlacementJSON struct {
+	Name   string `json:"name"`
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+}
+
 func (a *admin) leases(w http.ResponseWriter, r *http.Request) {
 	ls := a.opts.Stager.Leases()
-	type leaseJSON struct {
-		ID      string          `json:"lease"`
-		Device  int             `json:"device"`
-		Bytes   int64           `json:"bytes"`
-		Expires time.Time       `json:"expires"`
-		Tensors []gpu.Placement `json:"tensors"`
-	}
-	out := make([]leaseJSON, 0, len(ls))
+	out := LeasesResponse{Leases: make([]LeaseJSON, 0, len(ls))}
 	for _, l := range ls {
-		out = append(out, leaseJSON{ID: l.ID, Device: l.Device, Bytes: l.Bytes, Expires: l.Expires, Tensors: l.Placements})
+		lj := LeaseJSON{ID: l.ID, Device: l.Device, Bytes: l.Bytes, Expires: l.Expires, Tensors: make([]PlacementJSON, 0, len(l.Placements))}
+		for _, p := range l.Placements {
+			lj.Tensors = append(lj.Tensors, PlacementJSON{Name: p.Name, Offset: p.Offset, Bytes: p.Len})
+		}
+		out.Leases = append(out.Leases, lj)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"leases": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *admin) release(w http.ResponseWriter, r *http.Request) {

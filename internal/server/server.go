@@ -124,6 +124,7 @@ func New(opts Options) *Server {
 	s.tensors = tensor.New(s.files, opts.Tensor)
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
+	s.routeErrors(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	r.Get("/readyz", s.serveReady)
 	if opts.MetricsHandler != nil {
@@ -137,6 +138,21 @@ func New(opts Options) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// routeErrors makes the router's own 404 and 405 answers take the shape of
+// every other error (JSON body, X-Error-Code), on both listeners.
+func (s *Server) routeErrors(mux *chi.Mux) {
+	mux.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNoRoute) })
+	mux.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		s.writeError(w, r, &methodError{allow: strings.Join(allow, ", ")})
+	})
+}
 
 type ctxKey int
 
