@@ -34,26 +34,33 @@ import (
 // Config is everything hubproxy serve needs. Zero values mean the defaults
 // documented in configs/hubproxy.yaml (applied by Defaults).
 type Config struct {
-	Listen        string        `mapstructure:"listen"`
-	Upstream      string        `mapstructure:"upstream"`
-	UpstreamToken string        `mapstructure:"upstream-token"`
-	RedirectHosts []string      `mapstructure:"redirect-hosts"`
-	PublicURL     string        `mapstructure:"public-url"`
-	Offline       bool          `mapstructure:"offline"`
-	CacheDir      string        `mapstructure:"cache-dir"`
-	CacheMaxBytes int64         `mapstructure:"cache-max-bytes"`
-	MinFreeBytes  int64         `mapstructure:"cache-min-free-bytes"`
-	BlockSize     int64         `mapstructure:"block-size"`
-	ChunkSize     int64         `mapstructure:"chunk-size"`
-	ReadAhead     int           `mapstructure:"read-ahead"`
-	UpstreamConns int           `mapstructure:"upstream-parallelism"`
-	RevisionTTL   time.Duration `mapstructure:"revision-ttl"`
-	AccessTTL     time.Duration `mapstructure:"access-ttl"`
-	PublicTTL     time.Duration `mapstructure:"public-ttl"`
-	OutageGrace   time.Duration `mapstructure:"outage-grace"`
-	URLTTL        time.Duration `mapstructure:"url-ttl"`
-	FillTimeout   time.Duration `mapstructure:"fill-timeout"`
-	StallTimeout  time.Duration `mapstructure:"stall-timeout"`
+	Listen        string   `mapstructure:"listen"`
+	Upstream      string   `mapstructure:"upstream"`
+	UpstreamToken string   `mapstructure:"upstream-token"`
+	RedirectHosts []string `mapstructure:"redirect-hosts"`
+	// AllowRepos and DenyRepos narrow the repos served (path.Match
+	// patterns on "ns/name", "datasets/ns/name"); deny wins. Empty allows all.
+	AllowRepos []string `mapstructure:"allow-repos"`
+	DenyRepos  []string `mapstructure:"deny-repos"`
+	// ClientTokensFile, when set, names a file of accepted caller tokens
+	// (one per line, # comments): callers must present one.
+	ClientTokensFile string        `mapstructure:"client-tokens-file"`
+	PublicURL        string        `mapstructure:"public-url"`
+	Offline          bool          `mapstructure:"offline"`
+	CacheDir         string        `mapstructure:"cache-dir"`
+	CacheMaxBytes    int64         `mapstructure:"cache-max-bytes"`
+	MinFreeBytes     int64         `mapstructure:"cache-min-free-bytes"`
+	BlockSize        int64         `mapstructure:"block-size"`
+	ChunkSize        int64         `mapstructure:"chunk-size"`
+	ReadAhead        int           `mapstructure:"read-ahead"`
+	UpstreamConns    int           `mapstructure:"upstream-parallelism"`
+	RevisionTTL      time.Duration `mapstructure:"revision-ttl"`
+	AccessTTL        time.Duration `mapstructure:"access-ttl"`
+	PublicTTL        time.Duration `mapstructure:"public-ttl"`
+	OutageGrace      time.Duration `mapstructure:"outage-grace"`
+	URLTTL           time.Duration `mapstructure:"url-ttl"`
+	FillTimeout      time.Duration `mapstructure:"fill-timeout"`
+	StallTimeout     time.Duration `mapstructure:"stall-timeout"`
 	// MetadataTimeout bounds one upstream metadata call (a HEAD, an API
 	// answer's headers), retries included; the one huggingface_hub gives a
 	// HEAD is 10s, so a slower answer is worthless to the client anyway.
@@ -169,6 +176,10 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	admission, err := newAdmission(cfg)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
@@ -254,6 +265,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		PublicURL: cfg.PublicURL,
 		Offline:   cfg.Offline,
 		Now:       cfg.Now,
+		Admission: admission,
 		Logger:    log.With("component", "server"),
 		// Zero means the resolver's default, so the two always agree.
 		RevisionTTL:    res.RevisionTTL(),

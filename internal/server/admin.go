@@ -169,6 +169,9 @@ func (a *admin) stage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	repo, err := hub.ParseRepo(hub.Model, req.Repo)
+	if err == nil {
+		err = a.s.opts.Admission.repo(repo)
+	}
 	if err != nil {
 		a.s.writeError(w, r, err)
 		return

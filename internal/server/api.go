@@ -32,6 +32,16 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	repo, named := ar.repo, ar.kind != apiPass
+	if !named {
+		repo, named = passRepo(r.URL.EscapedPath())
+	}
+	if named {
+		if err := s.opts.Admission.repo(repo); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	switch {
 	case ar.kind == apiXetToken:
 		// Never reached when Xet signals are stripped, but a client with a

@@ -42,10 +42,15 @@ func toHTTPError(err error) httpError {
 		nf     *tensor.NotFoundError
 		fileE  *tensor.FileError
 		drv    *gpu.DriverError
+		refuse *repoRefusedError
 	)
 	switch {
 	case errors.As(err, &inv):
 		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: inv.Error()}
+	case errors.Is(err, errNotAdmitted):
+		return httpError{status: http.StatusUnauthorized, code: "TokenRequired", msg: err.Error()}
+	case errors.As(err, &refuse):
+		return httpError{status: http.StatusForbidden, code: "RepoNotAllowed", msg: refuse.Error()}
 	case errors.As(err, &method):
 		return httpError{status: http.StatusMethodNotAllowed, code: "MethodNotAllowed", msg: "method not allowed; use " + method.allow}
 	case errors.As(err, &big):

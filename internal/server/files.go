@@ -29,6 +29,10 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &methodError{allow: "GET, HEAD"})
 		return
 	}
+	if err := s.opts.Admission.repo(fr.repo); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	auth := r.Header.Get("Authorization")
 	m, err := s.opts.Resolver.File(r.Context(), auth, fr.repo, fr.rev, fr.path)
 	if err != nil {

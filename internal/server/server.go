@@ -86,6 +86,9 @@ type Options struct {
 	MetricsHandler http.Handler
 	// Now is the clock for API answer reuse; nil means time.Now.
 	Now func() time.Time
+	// Admission narrows who may use the proxy and for which repos; nil
+	// admits every caller and repo (upstream still decides access).
+	Admission *Admission
 	// Ready reports whether the proxy can serve, and what it knows of the
 	// upstream (/readyz); nil means ready.
 	Ready  func(ctx context.Context) Readiness
@@ -125,14 +128,17 @@ func New(opts Options) *Server {
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
 	s.routeErrors(r)
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	healthz := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }
+	r.Get("/healthz", healthz)
+	r.Head("/healthz", healthz)
 	r.Get("/readyz", s.serveReady)
+	r.Head("/readyz", s.serveReady)
 	if opts.MetricsHandler != nil {
 		r.Handle("/metrics", opts.MetricsHandler)
 	}
-	r.HandleFunc("/api/*", s.serveAPI)
-	r.HandleFunc("/models/*", s.serveModels)
-	r.HandleFunc("/*", s.serveFiles)
+	r.HandleFunc("/api/*", s.admitCaller(s.serveAPI))
+	r.HandleFunc("/models/*", s.admitCaller(s.serveModels))
+	r.HandleFunc("/*", s.admitCaller(s.serveFiles))
 	s.router = r
 	return s
 }

@@ -117,6 +117,10 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &methodError{allow: "GET, HEAD"})
 		return
 	}
+	if err := s.opts.Admission.repo(tr.repo); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	switch tr.kind {
 	case tensorList:
 		s.serveTensorList(w, r, tr)

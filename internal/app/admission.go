@@ -1,0 +1,50 @@
+package app
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hubproxy/hubproxy/internal/server"
+)
+
+// newAdmission builds the server's admission rules from the configuration,
+// reading client-tokens-file once at start.
+func newAdmission(cfg Config) (*server.Admission, error) {
+	var tokens []string
+	if cfg.ClientTokensFile != "" {
+		var err error
+		if tokens, err = readTokens(cfg.ClientTokensFile); err != nil {
+			return nil, fmt.Errorf("client-tokens-file: %w", err)
+		}
+	}
+	a, err := server.NewAdmission(cfg.AllowRepos, cfg.DenyRepos, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("allow-repos / deny-repos / client-tokens-file: %w", err)
+	}
+	return a, nil
+}
+
+// readTokens reads one token per line; blank lines and lines starting with
+// '#' are skipped. It returns a non-nil slice, empty if the file lists none.
+func readTokens(name string) ([]string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tokens := []string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.ContainsAny(line, " \t") {
+			return nil, fmt.Errorf("%s: a line holds more than one word; write one token per line", name)
+		}
+		tokens = append(tokens, line)
+	}
+	return tokens, sc.Err()
+}
