@@ -14,7 +14,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// The JSON API, in the Hub's shapes (HUB-PROTOCOL.md §3). Listings are not
+// The JSON API, in the Hub's shapes (docs/hub-protocol.md §3). Listings are not
 // paginated: clients accept a single page, and hubproxy caches it whole.
 
 // apiDate formats t as the Hub does; clients require the trailing Z.

@@ -12,7 +12,7 @@
 //
 // A repo in the HF_HUB_CACHE layout wins over a plain folder of the same id.
 // It answers exactly what hubproxy's upstream client and hub clients need
-// (docs/HUB-PROTOCOL.md): HEAD/GET on /resolve/ and /raw/ with a 200 (never a
+// (docs/hub-protocol.md): HEAD/GET on /resolve/ and /raw/ with a 200 (never a
 // redirect), X-Repo-Commit, an ETag that names the content (sha256 for
 // LFS-like files, git blob sha1 otherwise) plus X-Linked-Etag/X-Linked-Size
 // for LFS-like ones, ranges through http.ServeContent; the repo info, tree and

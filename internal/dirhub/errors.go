@@ -13,7 +13,7 @@ const (
 	CodeEntryNotFound    = "EntryNotFound"
 )
 
-// hubError is an answer in the hub's error vocabulary (HUB-PROTOCOL.md §1c):
+// hubError is an answer in the hub's error vocabulary (docs/hub-protocol.md §1c):
 // status, X-Error-Code, X-Error-Message, a JSON {"error": …} body, and
 // X-Repo-Commit on a missing file so clients can cache the miss.
 type hubError struct {

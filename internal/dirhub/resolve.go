@@ -7,7 +7,7 @@ import (
 
 // serveFile answers HEAD and GET on /resolve/ and /raw/ with the file itself
 // (200, never a redirect) and the headers hubproxy's upstream client and the
-// hub clients read (HUB-PROTOCOL.md §1a): X-Repo-Commit, a quoted ETag, and
+// hub clients read (docs/hub-protocol.md §1a): X-Repo-Commit, a quoted ETag, and
 // for LFS-like files X-Linked-Etag and X-Linked-Size. http.ServeContent
 // provides Content-Length, Accept-Ranges, 206/416 and If-None-Match.
 func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, rt route) {

@@ -7,7 +7,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// Routing follows HUB-PROTOCOL.md §0, as hubproxy's server does: split the
+// Routing follows docs/hub-protocol.md §0, as hubproxy's server does: split the
 // escaped path on the literal markers, then unescape, so "refs%2Fpr%2F1" and
 // "%2F" in tree sub-paths stay unambiguous.
 

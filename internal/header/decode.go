@@ -1,7 +1,7 @@
 package header
 
 // decode.go maps the header JSON onto tensors exactly as the reference's serde
-// derive does (SAFETENSORS.md §2 step 5). The reference declares, in effect,
+// derive does (docs/safetensors.md §2 step 5). The reference declares, in effect,
 //
 //	{ "__metadata__": Option<HashMap<String,String>>,
 //	  #[serde(flatten)] <name>: TensorInfo { dtype, shape, data_offsets } }

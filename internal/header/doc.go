@@ -22,6 +22,6 @@
 //   - offset sums are checked, not wrapped (same result: MetadataIncompleteBuffer).
 //
 // The serde quirks the reference accepts (a tensor as a 3-element array, a
-// dtype as {"F32": null}) are accepted too, for parity. docs/SAFETENSORS.md in
-// the shared docs is the specification this package follows.
+// dtype as {"F32": null}) are accepted too, for parity. docs/safetensors.md
+// states the rules this package follows, in order, with their test vectors.
 package header

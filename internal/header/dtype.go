@@ -4,7 +4,7 @@ package header
 // The names are case-sensitive; there is no C128, F128, I4/U4 or F8_E4M3FN.
 type DType string
 
-// The 22 dtypes of safetensors 0.8.0-rc.0 (SAFETENSORS.md §3), in the
+// The 22 dtypes of safetensors 0.8.0-rc.0 (docs/safetensors.md §3), in the
 // reference's declaration order. Names were only ever added, so this set also
 // reads every file older writers produced.
 const (

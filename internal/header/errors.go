@@ -14,7 +14,7 @@ import (
 // errors.Is(err, header.InvalidOffset) without unwrapping a *FormatError.
 type ErrorKind int
 
-// The error kinds, in the order the reference checks a file (SAFETENSORS.md §2),
+// The error kinds, in the order the reference checks a file (docs/safetensors.md §2),
 // followed by the slicing and index kinds.
 const (
 	// HeaderTooSmall: the file is shorter than the 8-byte length prefix.

@@ -322,7 +322,7 @@ func equalU64(a, b []uint64) bool {
 // FuzzLayout builds well-formed headers from structured input (4 bytes per
 // tensor: dtype, rank, dimension seed, offset perturbation) so that most
 // inputs reach the offset, size and coverage checks, and compares Parse's
-// verdict with an independent model of SAFETENSORS.md §2 steps 6 to 8 that
+// verdict with an independent model of docs/safetensors.md §2 steps 6 to 8 that
 // uses big integers.
 func FuzzLayout(f *testing.F) {
 	f.Add([]byte{17, 2, 0x23, 0}, int8(0))

@@ -120,7 +120,7 @@ func HeaderLen(prefix []byte, opts Options) (uint64, error) {
 
 // Parse reads and validates the header of a safetensors file of the given
 // size, applying the reference's checks in the reference's order
-// (SAFETENSORS.md §2), so the first failure decides the ErrorKind, plus one
+// (docs/safetensors.md §2), so the first failure decides the ErrorKind, plus one
 // deviation: a repeated tensor name is DuplicateTensor (checked after the JSON
 // has parsed, before any offset check).
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // This file is a small strict JSON reader. encoding/json is too lax for
-// parity with the reference (serde_json, SAFETENSORS.md §7): it matches field
+// parity with the reference (serde_json, docs/safetensors.md §7): it matches field
 // names case-insensitively, leaves zero values for missing fields and nulls,
 // pads fixed-size arrays, turns lone surrogates into U+FFFD and nests 10,000
 // levels deep. The reader below accepts exactly RFC 8259 JSON, as serde_json

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestJSONRules covers the step-5 rules of SAFETENSORS.md §2 beyond the
+// TestJSONRules covers the step-5 rules of docs/safetensors.md §2 beyond the
 // numbered vectors: what serde_json accepts and refuses, and where Go's
 // encoding/json would differ (§7).
 func TestJSONRules(t *testing.T) {
@@ -283,7 +283,7 @@ func TestDTypes(t *testing.T) {
 	}
 }
 
-// TestEdgeCases covers the rows of SAFETENSORS.md §2 "Edge cases, stated
+// TestEdgeCases covers the rows of docs/safetensors.md §2 "Edge cases, stated
 // exactly" that no numbered vector pins down.
 func TestEdgeCases(t *testing.T) {
 	for _, c := range []struct {

@@ -16,7 +16,7 @@ import (
 // step along j), and chunks for consecutive combinations are never adjacent
 // (that would need j to be whole). So the slice is one range exactly when
 // every dimension before j selects a single index: the reference's
-// contiguity rule (SAFETENSORS.md §5).
+// contiguity rule (docs/safetensors.md §5).
 //
 // Unlike the reference slicer this one refuses start > stop (the reference
 // panics), allows empty ranges anywhere including on zero-size dimensions

@@ -24,7 +24,7 @@ func br(pairs ...uint64) []ByteRange {
 	return rs
 }
 
-// TestSliceExamples is the example table of SAFETENSORS.md §5 (slice.rs
+// TestSliceExamples is the example table of docs/safetensors.md §5 (slice.rs
 // tests and probes) plus the v68 vectors; results are [begin,end) pairs.
 func TestSliceExamples(t *testing.T) {
 	all := Dim{0, End}
@@ -85,7 +85,7 @@ func TestSliceExamples(t *testing.T) {
 	}
 }
 
-// TestContiguityRule checks the reference's rule (SAFETENSORS.md §5): one
+// TestContiguityRule checks the reference's rule (docs/safetensors.md §5): one
 // range iff every dimension before the innermost partial one selects a
 // single index, against the brute-force oracle, for every slice of a few
 // small shapes.

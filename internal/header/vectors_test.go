@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// vector is one test vector of SAFETENSORS.md §6, named v<NN>_<what>.
+// vector is one test vector of docs/safetensors.md §6, named v<NN>_<what>.
 type vector struct {
 	name   string
 	file   []byte

@@ -11,7 +11,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// Error codes the Hub sends in X-Error-Code (HUB-PROTOCOL.md §1c).
+// Error codes the Hub sends in X-Error-Code (docs/hub-protocol.md §1c).
 const (
 	CodeRepoNotFound     = "RepoNotFound"
 	CodeRevisionNotFound = "RevisionNotFound"
@@ -161,7 +161,7 @@ func (h *Hub) commit(rs *repoState, rev string) (*commitObj, *hubError) {
 // The revision is normally one segment ("main", or "refs%2Fpr%2F1" as Python
 // sends it), but some clients send "refs/pr/1" unescaped, so when the first
 // segment is not a revision the shortest run of segments that is one wins.
-// Segments are unescaped only after the split (HUB-PROTOCOL.md §0).
+// Segments are unescaped only after the split (docs/hub-protocol.md §0).
 func (h *Hub) splitRevPath(rs *repoState, escaped string) (rev string, c *commitObj, path string, e *hubError) {
 	segs := strings.Split(escaped, "/")
 	rev = unescape(segs[0])

@@ -195,7 +195,7 @@ func parseBool(s string) bool {
 }
 
 // serveTree answers GET /api/{t}s/{repo}/tree/{rev}[/{path}], paged with an
-// absolute Link rel="next" as the Hub pages (HUB-PROTOCOL.md §3).
+// absolute Link rel="next" as the Hub pages (docs/hub-protocol.md §3).
 func (h *Hub) serveTree(w http.ResponseWriter, r *http.Request, repo hub.Repo, valid bool, tail string) {
 	rs, e := h.open(r, repo, valid)
 	if e != nil {

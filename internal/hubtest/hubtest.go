@@ -1,5 +1,5 @@
 // Package hubtest is a fake Hugging Face Hub for tests and benchmarks. It
-// answers the way huggingface.co does (docs/HUB-PROTOCOL.md), so hubproxy can be
+// answers the way huggingface.co does (docs/hub-protocol.md), so hubproxy can be
 // exercised against the real protocol's awkward parts without a network:
 //
 //   - three HTTP servers on 127.0.0.1, each on its own port: the hub (URL), a

@@ -77,7 +77,7 @@ func newBlob(f File) *blob {
 func (b *blob) size() int64 { return int64(len(b.data)) }
 
 // etag is what clients name the blob by: the sha256 for LFS files, the git
-// oid otherwise (HUB-PROTOCOL.md §1a).
+// oid otherwise (docs/hub-protocol.md §1a).
 func (b *blob) etag() string {
 	if b.lfs {
 		return b.sha256

@@ -19,7 +19,7 @@ type content struct {
 const writeChunk = 64 << 10
 
 // serveBytes answers GET or HEAD for c.data with single-range support, as the
-// CDN and the Hub do (HUB-PROTOCOL.md §6): 206 with Content-Range for a
+// CDN and the Hub do (docs/hub-protocol.md §6): 206 with Content-Range for a
 // satisfiable range (the end clamped to the last byte), 416 with
 // "bytes */size" when the start is at or past the end, and 200 for no range,
 // a malformed one or several (RFC 9110 §14.2 lets a server ignore Range).

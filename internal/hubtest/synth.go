@@ -42,7 +42,7 @@ type Tensor struct {
 }
 
 // DTypeBits is the element width of a safetensors dtype in bits, and false
-// for names safetensors does not know (docs/SAFETENSORS.md §3).
+// for names safetensors does not know (docs/safetensors.md §3).
 func DTypeBits(dtype string) (int64, bool) {
 	switch dtype {
 	case "F4":

@@ -11,7 +11,7 @@
 // Every fetch the library makes goes through `guardedFetch`, which refuses to
 // leave the proxy's origin: redirects are followed by hand and only when they
 // stay on the proxy, so a proxy that hands out an upstream or CDN URL fails
-// loudly instead of being silently bypassed (HUB-PROTOCOL.md §1a, §8.1). It also
+// loudly instead of being silently bypassed (docs/hub-protocol.md §1a, §8.1). It also
 // checks the protocol rules a JS client depends on (§2, §5, §6): no Xet headers,
 // 206 + exact Content-Range for every Range request.
 //
@@ -106,7 +106,7 @@ function inspect(method, url, range, resp) {
 	const where = `${method} ${url.pathname}${url.search}${range ? ` [Range: ${range}]` : ""}`;
 	for (const h of ["x-xet-hash", "x-xet-refresh-route", "x-xet-cas-url", "x-xet-access-token"]) {
 		if (resp.headers.has(h)) {
-			violations.push(`${where}: response carries ${h} (Xet must be stripped, HUB-PROTOCOL §2)`);
+			violations.push(`${where}: response carries ${h} (Xet must be stripped, docs/hub-protocol.md §2)`);
 		}
 	}
 	const link = resp.headers.get("link");
@@ -114,7 +114,7 @@ function inspect(method, url, range, resp) {
 		violations.push(`${where}: response Link header mentions xet: ${link}`);
 	}
 	if ((resp.headers.get("content-type") ?? "").includes("vnd.xet-fileinfo")) {
-		violations.push(`${where}: Content-Type is xet-fileinfo (HUB-PROTOCOL §2)`);
+		violations.push(`${where}: Content-Type is xet-fileinfo (docs/hub-protocol.md §2)`);
 	}
 	if (link && url.pathname.includes("/tree/")) {
 		for (const m of link.matchAll(/<([^>]*)>/g)) {

@@ -135,7 +135,7 @@ func checkOnlyProxyReachedHub(t *testing.T, h *hubtest.Hub, upstream *recordingT
 	t.Helper()
 	c := h.Counters()
 	if c.XetRequests != 0 {
-		t.Errorf("the hub answered %d Xet probes: the proxy forwarded the client's xet Accept header (HUB-PROTOCOL.md §2)", c.XetRequests)
+		t.Errorf("the hub answered %d Xet probes: the proxy forwarded the client's xet Accept header (docs/hub-protocol.md §2)", c.XetRequests)
 	}
 	if c.ForeignRequests != 0 || c.AuthSeenByCDN != 0 || c.AuthSeenByForeign != 0 {
 		t.Errorf("foreign requests %d, auth seen by CDN %d, by foreign host %d; want 0, 0, 0",

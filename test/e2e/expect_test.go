@@ -38,7 +38,7 @@ type fileExpect struct {
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
 	// Etag is unquoted: the sha256 for LFS files, the git blob sha1 otherwise
-	// (HUB-PROTOCOL.md §1a).
+	// (docs/hub-protocol.md §1a).
 	Etag string `json:"etag"`
 	LFS  bool   `json:"lfs"`
 }

@@ -145,7 +145,7 @@ func datasetRepo() repoFixture {
 
 // prRevision is a second commit on e2e/single reachable only as "refs/pr/1":
 // the client sends it percent-encoded to /resolve/ and /revision/, and
-// unencoded to /tree/ (HUB-PROTOCOL.md §0).
+// unencoded to /tree/ (docs/hub-protocol.md §0).
 func prRevision() repoFixture {
 	tensors := []hubtest.Tensor{
 		{Name: "lm_head.weight", DType: "F16", Shape: []int64{32, 256}, Data: hubtest.RandomBytes(30, 32*256*2)},
