@@ -19,6 +19,8 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/dirhub"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/repofs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -258,19 +260,30 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Logger:      log.With("component", "resolver"),
 	})
 	cleanup.push(res.Close)
+	files := repofs.New(res, store, client, repofs.Options{
+		OnBypass: func(ctx context.Context, repo hub.Repo, path string, err error) {
+			m.CacheBypass.Inc()
+			log.Error("cache cannot store this file; serving it straight from upstream",
+				"component", "repofs", "repo", repo.String(), "path", path, "err", err)
+		},
+		Logger: log.With("component", "repofs"),
+	})
+	tensors := tensor.New(tensorFiles{files}, tensor.Options{
+		HeaderCacheBytes: cfg.HeaderCacheBytes,
+		Observe:          m.ObserveHeader,
+		Logger:           log.With("component", "tensor"),
+	})
 	srv := server.New(server.Options{
-		Resolver:  res,
-		Store:     store,
-		Upstream:  client,
-		PublicURL: cfg.PublicURL,
-		Offline:   cfg.Offline,
-		Now:       cfg.Now,
-		Admission: admission,
-		Logger:    log.With("component", "server"),
-		// Zero means the resolver's default, so the two always agree.
-		RevisionTTL:    res.RevisionTTL(),
-		AccessTTL:      res.AccessTTL(),
-		Tensor:         tensor.Options{HeaderCacheBytes: cfg.HeaderCacheBytes},
+		Files:          files,
+		Tensors:        tensors,
+		Resolver:       res,
+		Store:          store,
+		Upstream:       client,
+		PublicURL:      cfg.PublicURL,
+		Offline:        cfg.Offline,
+		Now:            cfg.Now,
+		Admission:      admission,
+		Logger:         log.With("component", "server"),
 		Metrics:        m,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:          newReadiness(cfg.CacheDir, cfg.Offline, client).check,
@@ -332,11 +345,28 @@ func (c *cleanups) run() error {
 	return c.err
 }
 
+// tensorFiles gives the tensor service repo files through repofs, so a
+// tensor read resolves, checks access and fills exactly as a file request.
+type tensorFiles struct{ fs *repofs.FS }
+
+func (t tensorFiles) Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (tensor.FileInfo, tensor.Blob, error) {
+	f, err := t.fs.Open(ctx, auth, repo, rev, path)
+	if err != nil {
+		return tensor.FileInfo{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tensor.FileInfo{Path: path, Commit: f.Meta.Commit, ETag: f.Meta.ETag, Size: f.Meta.Size}, f, nil
+}
+
 // The wiring asserts the consumer-side interfaces here, where both sides meet.
 var (
 	_ resolver.Upstream = (*fetch.Client)(nil)
 	_ resolver.Store    = (*cache.Store)(nil)
+	_ repofs.Resolver   = (*resolver.Resolver)(nil)
+	_ repofs.Store      = (*cache.Store)(nil)
+	_ repofs.Upstream   = (*fetch.Client)(nil)
+	_ server.Files      = (*repofs.FS)(nil)
 	_ server.Resolver   = (*resolver.Resolver)(nil)
 	_ server.Store      = (*cache.Store)(nil)
 	_ server.Upstream   = (*fetch.Client)(nil)
+	_ tensor.Blob       = (*repofs.File)(nil)
 )

@@ -20,7 +20,7 @@ import (
 // Only three things of the client's request travel: the Authorization (auth,
 // else the proxy token), header's Content-Type, and body. Accept is always
 // "*/*" and Accept-Encoding identity: the client's Accept is never forwarded,
-// since it could ask the hub for Xet file info (HUB-PROTOCOL §2).
+// since it could ask the hub for Xet file info (docs/hub-protocol.md §2).
 //
 // GET and HEAD follow relative redirects (up to MaxRedirects) and are retried
 // on network errors, 5xx and 429; an absolute redirect is returned as is, for

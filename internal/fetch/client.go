@@ -290,7 +290,7 @@ func origin(u *url.URL) string {
 
 // newRequest builds a request with the headers every upstream call carries.
 // Accept is always "*/*": a client's Accept could ask the hub for Xet file
-// info (HUB-PROTOCOL §2). Accept-Encoding is identity so that sizes and ranges
+// info (docs/hub-protocol.md §2). Accept-Encoding is identity so that sizes and ranges
 // are the real bytes.
 func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, authz string, body []byte, contentType string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bodyReader(body))

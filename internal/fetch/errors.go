@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -31,7 +32,7 @@ var (
 
 // StatusError is an upstream answer with an error status. Its fields come
 // from the hub's own error headers, so the server can pass them through
-// (HUB-PROTOCOL §1c: clients map X-Error-Code to their exception types).
+// (docs/hub-protocol.md §1c: clients map X-Error-Code to their exception types).
 type StatusError struct {
 	Code       int    // HTTP status from upstream
 	ErrorCode  string // X-Error-Code (RepoNotFound, GatedRepo, EntryNotFound, RevisionNotFound, ...)
@@ -61,10 +62,15 @@ func (e *StatusError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrUnavailable) true for 5xx and 429 (the upstream
-// is down or shedding load, so a cached answer may stand in), and
-// errors.Is(err, ErrExpired) true for 401/403/410 answered to a download.
+// is down or shedding load, so a cached answer may stand in),
+// errors.Is(err, ErrExpired) true for 401/403/410 answered to a download,
+// and errors.Is(err, fs.ErrNotExist) true for the hub's 404 EntryNotFound.
 func (e *StatusError) Is(target error) bool {
 	switch target {
+	case fs.ErrNotExist:
+		// The hub's "no such file at this revision", so layers above can
+		// say "missing" without knowing the hub's vocabulary.
+		return e.Code == http.StatusNotFound && e.ErrorCode == "EntryNotFound"
 	case ErrUnavailable:
 		return e.Code >= 500 || e.Code == http.StatusTooManyRequests
 	case ErrExpired:

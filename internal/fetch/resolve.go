@@ -12,7 +12,7 @@ import (
 )
 
 // FileMeta is what a HEAD on a resolve URL says about one file at one
-// revision (HUB-PROTOCOL §1a).
+// revision (docs/hub-protocol.md §1a).
 type FileMeta struct {
 	Commit      string // X-Repo-Commit, a 40-hex commit
 	ETag        string // hub.NormalizeETag(X-Linked-Etag), else of ETag

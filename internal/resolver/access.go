@@ -72,3 +72,14 @@ func (r *Resolver) MayServeCached(auth string, repo hub.Repo, anonAt time.Time) 
 func (r *Resolver) Fresh(auth string, repo hub.Repo) bool {
 	return r.policy.live(callerHash(auth), repo)
 }
+
+// Reusable reports whether caller may reuse an answer about repo@rev that
+// upstream gave at stored, without asking again: every answer is an access
+// decision (a repo can turn gated or private, a token be revoked), so none
+// is reused past AccessTTL; one about a branch or tag not past RevisionTTL
+// either, since the branch may have moved. This is the one rule the file
+// resolutions and the JSON API share.
+func (r *Resolver) Reusable(auth string, repo hub.Repo, rev string, stored time.Time) bool {
+	age := r.now().Sub(stored)
+	return age < r.opts.AccessTTL && (hub.IsCommit(rev) || age < r.opts.RevisionTTL)
+}

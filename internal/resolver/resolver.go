@@ -204,12 +204,6 @@ func (r *Resolver) flusher() {
 	}
 }
 
-// RevisionTTL is the effective branch/tag TTL, defaults applied.
-func (r *Resolver) RevisionTTL() time.Duration { return r.opts.RevisionTTL }
-
-// AccessTTL is the effective per-caller decision TTL, defaults applied.
-func (r *Resolver) AccessTTL() time.Duration { return r.opts.AccessTTL }
-
 // callerHash identifies a credential without keeping it: what upstream
 // answers (and whether it answers at all) depends on who asks, so one
 // caller's answer is never reused for another. Raw tokens are never kept.
@@ -300,8 +294,7 @@ func (r *Resolver) lookup(k, rev string) (fetch.FileMeta, bool) {
 	if !ok {
 		return fetch.FileMeta{}, false
 	}
-	age := r.now().Sub(e.at)
-	if age > r.opts.AccessTTL || age > r.opts.URLTTL || !hub.IsCommit(rev) && age > r.opts.RevisionTTL {
+	if !r.Reusable("", hub.Repo{}, rev, e.at) || r.now().Sub(e.at) > r.opts.URLTTL {
 		return fetch.FileMeta{}, false
 	}
 	return e.meta, true

@@ -274,27 +274,6 @@ func TestAnswersAreNotSharedAcrossCredentials(t *testing.T) {
 	}
 }
 
-func TestOriginReresolvesExpiredURLAtTheCommit(t *testing.T) {
-	up := &fakeUpstream{commit: commitA, expired: map[string]bool{}}
-	r := newResolver(t, up, newFakeStore(), nil, Options{})
-	m, err := r.File(context.Background(), "", repo, "main", "w.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := r.Origin("", repo, "w.bin", m)
-	up.set(func(f *fakeUpstream) { f.expired[m.DownloadURL] = true })
-	body, err := o.FetchRange(context.Background(), 0, 4)
-	if err != nil {
-		t.Fatalf("FetchRange after expiry: %v", err)
-	}
-	body.Close()
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	if len(up.gets) != 2 || up.gets[0] == up.gets[1] || !strings.Contains(up.gets[1], "/"+commitA+"/") {
-		t.Errorf("GETs %v: want a retry on a fresh URL resolved at the commit", up.gets)
-	}
-}
-
 func TestDecisionsExpireAfterAccessTTL(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
 	clk := newClock()

@@ -13,9 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hubproxy/hubproxy/internal/gpu"
-	"github.com/hubproxy/hubproxy/internal/header"
 	"github.com/hubproxy/hubproxy/internal/hub"
-	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
 // The admin API spends GPU memory, so it is served only on the admin
@@ -183,49 +181,17 @@ func (a *admin) stage(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, r, err)
 		return
 	}
-	if len(req.Names) == 0 && req.Prefix == "" {
-		a.s.writeError(w, r, &requestError{"names or prefix is required"})
-		return
-	}
-	auth := r.Header.Get("Authorization")
-	l, files, sel, err := a.s.tensors.Select(r.Context(), auth, repo, req.Revision, req.File, req.Names, []string{req.Prefix})
+	each, err := a.s.opts.Tensors.OpenEach(r.Context(), r.Header.Get("Authorization"), repo, req.Revision, req.File, req.Names, req.Prefix, req.Shard)
 	if err != nil {
 		a.s.writeError(w, r, err)
 		return
 	}
-	tensor.SortByPlace(sel)
-	blobs := map[int]tensor.Blob{}
-	defer func() {
-		for _, b := range blobs {
-			b.Close()
-		}
-	}()
-	srcs := make([]gpu.Source, 0, len(sel))
-	out := StageResponse{Commit: l.Commit, Tensors: make([]StagedTensor, 0, len(sel))}
-	for _, x := range sel {
-		b, ok := blobs[x.File]
-		if !ok {
-			if _, b, err = a.s.files.Open(r.Context(), auth, repo, l.Commit, files[x.File].Path); err != nil {
-				a.s.writeError(w, r, err)
-				return
-			}
-			blobs[x.File] = b
-		}
-		t := x.Tensor
-		ranges, shape := []header.ByteRange{{Off: 0, Len: t.Len()}}, t.Shape
-		if req.Shard != "" {
-			dim, rank, world, err := header.ParseShardSpec(req.Shard)
-			if err == nil {
-				ranges, shape, err = t.Shard(dim, rank, world)
-			}
-			if err != nil {
-				a.s.writeError(w, r, &requestError{"shard " + req.Shard + " of " + t.Name + ": " + err.Error()})
-				return
-			}
-		}
-		asm := tensor.NewAssembly(nil, tensor.TensorPieces(files[x.File], t, ranges, b), a.s.opts.TensorMerge)
-		srcs = append(srcs, gpu.Source{Name: t.Name, R: asm, Off: 0, Len: asm.Size()})
-		out.Tensors = append(out.Tensors, StagedTensor{Name: t.Name, DType: string(t.DType), Shape: shape, Bytes: asm.Size()})
+	defer each.Close()
+	srcs := make([]gpu.Source, 0, len(each.Tensors))
+	out := StageResponse{Commit: each.Commit, Tensors: make([]StagedTensor, 0, len(each.Tensors))}
+	for _, t := range each.Tensors {
+		srcs = append(srcs, gpu.Source{Name: t.Tensor.Name, R: t.Assembly, Off: 0, Len: t.Size()})
+		out.Tensors = append(out.Tensors, StagedTensor{Name: t.Tensor.Name, DType: string(t.Tensor.DType), Shape: t.Shape, Bytes: t.Size()})
 	}
 	lease, err := a.opts.Stager.Stage(r.Context(), req.Device, srcs)
 	if err != nil {

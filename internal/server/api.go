@@ -87,16 +87,9 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	key := metaKey(auth, r.Method, pathAndQuery, r.Header.Get("Content-Type"), body)
 	cached, cerr := s.loadEnvelope(key)
 	// An answer is reused per caller (the key holds a hash of the
-	// credentials): for a branch as long as the branch → commit mapping is
-	// trusted, and for any revision no longer than the access TTL.
-	// Every answer is an access decision too (a repo can turn gated or
-	// private), so none is reused past the access TTL; a branch's not past
-	// the revision TTL either.
-	ttl := s.opts.AccessTTL
-	if !hub.IsCommit(ar.rev) {
-		ttl = min(ttl, s.opts.RevisionTTL)
-	}
-	if cerr == nil && s.opts.Now().Sub(cached.Stored) < ttl {
+	// credentials) for as long as the access policy lets that caller reuse
+	// an answer about this repo and revision.
+	if cerr == nil && s.opts.Resolver.Reusable(auth, ar.repo, ar.rev, cached.Stored) {
 		info(r).cache = "hit"
 		s.writeEnvelope(w, r, cached)
 		return
@@ -257,7 +250,7 @@ func (s *Server) writeEnvelope(w http.ResponseWriter, r *http.Request, env envel
 	}
 }
 
-// stripXet removes every "xetHash" field (HUB-PROTOCOL.md §2): a client that
+// stripXet removes every "xetHash" field (docs/hub-protocol.md §2): a client that
 // sees one in a tree listing skips the proxy and talks to Xet directly. It
 // also returns the top-level "sha", if any.
 func stripXet(data []byte) ([]byte, string, error) {

@@ -25,7 +25,7 @@ func manyFiles(n int) []hubtest.File {
 	return append(fs, hubtest.File{Path: "model.safetensors", Data: hubtest.RandomBytes(9, 2<<20)})
 }
 
-// The JS client accepts only `<absolute-url>; rel="next"` (HUB-PROTOCOL.md §3).
+// The JS client accepts only `<absolute-url>; rel="next"` (docs/hub-protocol.md §3).
 var nextLink = regexp.MustCompile(`^<(https?://[^>]+)>;\s+rel="next"$`)
 
 func TestTreePaginationStaysOnTheProxy(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 
 // httpError is an error as the client sees it: hub clients read the status,
 // X-Error-Code, X-Error-Message and a JSON {"error": …} body
-// (HUB-PROTOCOL.md §1c, §5).
+// (docs/hub-protocol.md §1c, §5).
 type httpError struct {
 	status int
 	code   string // X-Error-Code; the hub's vocabulary
@@ -26,71 +26,111 @@ type httpError struct {
 	commit string // X-Repo-Commit, set on a missing file so clients cache the miss
 }
 
-// toHTTPError maps every error the handlers can meet to its answer. It is the
-// only place that does so, and it never puts internal text in a response to
-// an error it does not recognise.
+// errorRule maps one kind of error to its answer: the first rule whose
+// match accepts an error decides. status and code are fixed per rule (so the
+// table can be checked against api/openapi.yaml); answer, when set, builds
+// the rest from the error (its message, or a relayed hub answer).
+type errorRule struct {
+	name   string // for tests and humans
+	match  func(error) bool
+	status int    // 0: answer decides
+	code   string // "" : no X-Error-Code (or answer decides)
+	msg    string // fixed message, when answer is nil
+	answer func(error) httpError
+}
+
+// as reports whether err holds a *T, for the table's matchers.
+func as[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
+
+func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+
+// message answers with the error's own text, which these errors keep safe to
+// show (they name the rule or input at fault, never internal state).
+func message(err error) httpError { return httpError{msg: err.Error()} }
+
+// errorRules is the one error→HTTP mapping, in order of precedence.
+var errorRules = []errorRule{
+	{name: "invalid input", match: as[*hub.InvalidError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
+	{name: "token required", match: is(errNotAdmitted), status: http.StatusUnauthorized, code: "TokenRequired", answer: message},
+	{name: "repo not allowed", match: as[*repoRefusedError], status: http.StatusForbidden, code: "RepoNotAllowed", answer: message},
+	{name: "method not allowed", match: as[*methodError], status: http.StatusMethodNotAllowed, code: "MethodNotAllowed",
+		answer: func(err error) httpError {
+			var me *methodError
+			errors.As(err, &me)
+			return httpError{msg: "method not allowed; use " + me.allow}
+		}},
+	{name: "body too large", match: as[*tooLargeError], status: http.StatusRequestEntityTooLarge, code: "BadRequest", answer: message},
+	{name: "bad request", match: as[*requestError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
+	{name: "bad tensor spec", match: as[*tensor.SpecError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
+	{name: "no such tensor", match: as[*tensor.NotFoundError], status: http.StatusNotFound, code: "EntryNotFound", answer: message},
+	{name: "GPU unavailable", match: is(gpu.ErrUnavailable), status: http.StatusServiceUnavailable, code: "GPUUnavailable", answer: message},
+	{name: "bad GPU request", match: func(err error) bool { return errors.Is(err, gpu.ErrBadDevice) || errors.Is(err, gpu.ErrBadRequest) },
+		status: http.StatusBadRequest, code: "BadRequest", answer: message},
+	{name: "GPU memory", match: func(err error) bool {
+		var drv *gpu.DriverError
+		return errors.Is(err, gpu.ErrBudget) || errors.As(err, &drv) && drv.Code == 2 // CUDA_ERROR_OUT_OF_MEMORY
+	}, status: http.StatusInsufficientStorage, code: "GPUMemory", answer: message},
+	{name: "GPU driver", match: as[*gpu.DriverError], status: http.StatusInternalServerError, code: "GPUDriver", answer: message},
+	{name: "no route", match: is(errNoRoute), status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"},
+	{name: "hub refusal", match: func(err error) bool {
+		var se *fetch.StatusError
+		return errors.As(err, &se) && se.Code < 500 && se.Code != http.StatusTooManyRequests
+	}, answer: func(err error) httpError {
+		// The hub's own 4xx, relayed with its code, so clients raise the
+		// exception they would have raised talking to the hub.
+		var se *fetch.StatusError
+		errors.As(err, &se)
+		return httpError{status: se.Code, code: se.ErrorCode, msg: se.Message, commit: se.RepoCommit}
+	}},
+	{name: "offline", match: is(resolver.ErrOffline), status: http.StatusGatewayTimeout, code: "Offline",
+		msg: "hubproxy is in offline mode and does not hold this file"},
+	{name: "unverifiable", match: is(resolver.ErrUnverifiable), status: http.StatusServiceUnavailable, code: "Unverifiable",
+		msg: "upstream is unavailable and nothing it said covers you for this repo, so access cannot be checked"},
+	{name: "hub failure", match: as[*fetch.StatusError], status: http.StatusBadGateway, answer: func(err error) httpError {
+		var se *fetch.StatusError
+		errors.As(err, &se)
+		return httpError{msg: "upstream answered " + http.StatusText(se.Code)}
+	}},
+	{name: "hash mismatch", match: as[*cache.VerifyError], status: http.StatusBadGateway,
+		msg: "upstream sent content that does not match its hash; it was discarded"},
+	{name: "protocol", match: func(err error) bool { return as[*fetch.ProtocolError](err) || as[*fetch.RangeError](err) },
+		status: http.StatusBadGateway, msg: "upstream sent an invalid response"},
+	{name: "uncacheable", match: is(cache.ErrUncacheable), status: http.StatusBadGateway,
+		msg: "upstream gave this file no content hash (ETag); it can only be downloaded whole"},
+	{name: "invalid safetensors", match: func(err error) bool {
+		// A file upstream that breaks the safetensors rules, not a fetch
+		// that failed while reading it.
+		return as[*tensor.FileError](err) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, fetch.ErrUnavailable)
+	}, status: http.StatusBadGateway, code: "InvalidSafetensors", answer: message},
+	{name: "timeout", match: is(context.DeadlineExceeded), status: http.StatusGatewayTimeout, msg: "upstream timed out"},
+	{name: "upstream unavailable", match: func(err error) bool { return errors.Is(err, fetch.ErrUnavailable) || errors.Is(err, fetch.ErrStalled) },
+		status: http.StatusBadGateway, msg: "upstream unavailable"},
+}
+
+// toHTTPError maps every error the handlers can meet to its answer, by the
+// first matching rule of errorRules. It is the only place that does so, and
+// it never puts internal text in a response to an error it does not
+// recognise.
 func toHTTPError(err error) httpError {
-	var (
-		inv    *hub.InvalidError
-		status *fetch.StatusError
-		verify *cache.VerifyError
-		proto  *fetch.ProtocolError
-		rng    *fetch.RangeError
-		req    *requestError
-		method *methodError
-		big    *tooLargeError
-		nf     *tensor.NotFoundError
-		fileE  *tensor.FileError
-		drv    *gpu.DriverError
-		refuse *repoRefusedError
-	)
-	switch {
-	case errors.As(err, &inv):
-		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: inv.Error()}
-	case errors.Is(err, errNotAdmitted):
-		return httpError{status: http.StatusUnauthorized, code: "TokenRequired", msg: err.Error()}
-	case errors.As(err, &refuse):
-		return httpError{status: http.StatusForbidden, code: "RepoNotAllowed", msg: refuse.Error()}
-	case errors.As(err, &method):
-		return httpError{status: http.StatusMethodNotAllowed, code: "MethodNotAllowed", msg: "method not allowed; use " + method.allow}
-	case errors.As(err, &big):
-		return httpError{status: http.StatusRequestEntityTooLarge, code: "BadRequest", msg: big.Error()}
-	case errors.As(err, &req):
-		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: req.msg}
-	case errors.As(err, &nf):
-		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: nf.Error()}
-	case errors.Is(err, gpu.ErrUnavailable):
-		return httpError{status: http.StatusServiceUnavailable, code: "GPUUnavailable", msg: err.Error()}
-	case errors.Is(err, gpu.ErrBadDevice), errors.Is(err, gpu.ErrBadRequest):
-		return httpError{status: http.StatusBadRequest, code: "BadRequest", msg: err.Error()}
-	case errors.Is(err, gpu.ErrBudget), errors.As(err, &drv) && drv.Code == 2: // CUDA_ERROR_OUT_OF_MEMORY
-		return httpError{status: http.StatusInsufficientStorage, code: "GPUMemory", msg: err.Error()}
-	case errors.As(err, &drv):
-		return httpError{status: http.StatusInternalServerError, code: "GPUDriver", msg: drv.Error()}
-	case errors.Is(err, errNoRoute):
-		return httpError{status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"}
-	case errors.As(err, &status) && status.Code < 500 && status.Code != http.StatusTooManyRequests:
-		return httpError{status: status.Code, code: status.ErrorCode, msg: status.Message, commit: status.RepoCommit}
-	case errors.Is(err, resolver.ErrOffline):
-		return httpError{status: http.StatusGatewayTimeout, code: "Offline", msg: "hubproxy is in offline mode and does not hold this file"}
-	case errors.Is(err, resolver.ErrUnverifiable):
-		return httpError{status: http.StatusServiceUnavailable, code: "Unverifiable", msg: "upstream is unreachable and this repo is not known to be public, so access cannot be checked"}
-	case errors.As(err, &status):
-		return httpError{status: http.StatusBadGateway, msg: "upstream answered " + http.StatusText(status.Code)}
-	case errors.As(err, &verify):
-		return httpError{status: http.StatusBadGateway, msg: "upstream sent content that does not match its hash; it was discarded"}
-	case errors.As(err, &proto), errors.As(err, &rng):
-		return httpError{status: http.StatusBadGateway, msg: "upstream sent an invalid response"}
-	case errors.Is(err, cache.ErrUncacheable):
-		return httpError{status: http.StatusBadGateway, msg: "upstream gave this file no content hash (ETag); it can only be downloaded whole"}
-	case errors.As(err, &fileE) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, fetch.ErrUnavailable):
-		// A file upstream that breaks the safetensors rules: name the file
-		// and the rule (the header package's messages are safe to show).
-		return httpError{status: http.StatusBadGateway, code: "InvalidSafetensors", msg: fileE.Error()}
-	case errors.Is(err, context.DeadlineExceeded):
-		return httpError{status: http.StatusGatewayTimeout, msg: "upstream timed out"}
-	case errors.Is(err, fetch.ErrUnavailable), errors.Is(err, fetch.ErrStalled):
-		return httpError{status: http.StatusBadGateway, msg: "upstream unavailable"}
+	for _, r := range errorRules {
+		if !r.match(err) {
+			continue
+		}
+		he := httpError{msg: r.msg}
+		if r.answer != nil {
+			he = r.answer(err)
+		}
+		if r.status != 0 {
+			he.status = r.status
+		}
+		if r.code != "" {
+			he.code = r.code
+		}
+		return he
 	}
 	return httpError{status: http.StatusInternalServerError, msg: "internal error"}
 }

@@ -7,7 +7,7 @@ import (
 // rewriteLinks rewrites an RFC 8288 Link header so that every target on the
 // upstream points at the proxy instead, and drops Xet links. Python follows
 // the next link verbatim, and the JS client accepts only an absolute URL
-// followed by "; rel=" with whitespace after the semicolon (HUB-PROTOCOL.md §3),
+// followed by "; rel=" with whitespace after the semicolon (docs/hub-protocol.md §3),
 // so the output is always `<absolute>; rel="next"`.
 func rewriteLinks(header, upstream, public string) string {
 	var out []string

@@ -21,7 +21,7 @@ type Route struct {
 // route them. The router therefore registers catch-alls (/api/*, /models/*
 // and /*) and the handlers split the escaped path on the literal markers
 // (/resolve/, /raw/, /revision/, /tree/, /paths-info/, /xet-read-token/,
-// /tensors, /safetensors) as HUB-PROTOCOL.md §0 requires. This table is kept
+// /tensors, /safetensors) as docs/hub-protocol.md §0 requires. This table is kept
 // in step with api/openapi.yaml by openapi_test.go, which also checks that
 // every Example is answered by a handler rather than by "no such route".
 // Data only: nothing routes from it.

@@ -24,29 +24,38 @@ import (
 	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/metrics"
+	"github.com/hubproxy/hubproxy/internal/repofs"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
-// Resolver maps (repo, revision, path) to file metadata and builds the origin
-// a fill reads from.
+// Resolver is the access policy the JSON API consults: it records what
+// upstream answered a caller, and decides whether a cached answer may be
+// given without asking upstream.
 type Resolver interface {
-	File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
-	Origin(auth string, repo hub.Repo, path string, m resolver.Meta) cache.Origin
 	// Answered records upstream's answer to a caller about repo (nil, or
-	// the *fetch.StatusError it answered), for the access policy.
+	// the *fetch.StatusError it answered).
 	Answered(auth string, repo hub.Repo, err error)
 	// Visible records what upstream says of the repo itself.
 	Visible(repo hub.Repo, v fetch.Visibility)
+	// Reusable reports whether caller may reuse an answer about repo@rev
+	// stored at stored without asking upstream (access-ttl, and
+	// revision-ttl for a branch or tag).
+	Reusable(auth string, repo hub.Repo, rev string, stored time.Time) bool
 	// MayServeCached decides whether caller may have a cached answer about
 	// repo without upstream; anonAt is when upstream gave that very answer
 	// to an anonymous caller (zero if never). nil or ErrUnverifiable.
 	MayServeCached(auth string, repo hub.Repo, anonAt time.Time) error
 }
 
-// Store is the part of the cache the handlers use.
+// Files opens repo files for callers (internal/repofs).
+type Files interface {
+	Stat(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
+	Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (*repofs.File, error)
+}
+
+// Store is the part of the cache the JSON API uses: refs and stored answers.
 type Store interface {
-	Open(ctx context.Context, f cache.File, o cache.Origin) (*cache.Handle, error)
 	WriteRef(repo hub.Repo, rev, commit string) error
 	PutMeta(key string, data []byte) error
 	GetMeta(key string) ([]byte, error)
@@ -58,8 +67,11 @@ type Upstream interface {
 	Upstream() *url.URL
 }
 
-// Options configures the server. Resolver, Store and Upstream are required.
+// Options configures the server. Files, Tensors, Resolver, Store and
+// Upstream are required.
 type Options struct {
+	Files    Files
+	Tensors  *tensor.Service
 	Resolver Resolver
 	Store    Store
 	Upstream Upstream
@@ -69,17 +81,6 @@ type Options struct {
 	PublicURL string
 	// Offline answers only from the cache.
 	Offline bool
-	// RevisionTTL is how long an API answer for a branch or tag is reused
-	// (answers for a commit are reused for good). Zero: always ask upstream.
-	RevisionTTL time.Duration
-	// AccessTTL bounds how long an authenticated caller's cached API answer
-	// is reused, so a revoked token loses access within it.
-	AccessTTL time.Duration
-	// Tensor configures the tensor API's header reads.
-	Tensor tensor.Options
-	// TensorMerge is the largest gap between two byte ranges of one file
-	// that a tensor request fetches as one run. Default 128 KiB.
-	TensorMerge int64
 	// Metrics, when set, is updated per request; MetricsHandler serves
 	// /metrics.
 	Metrics        *metrics.Metrics
@@ -97,11 +98,9 @@ type Options struct {
 
 // Server holds the handlers' dependencies. Immutable after New.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	router  chi.Router
-	files   tensor.Files
-	tensors *tensor.Service
+	opts   Options
+	log    *slog.Logger
+	router chi.Router
 }
 
 // New returns the server's handler.
@@ -110,21 +109,10 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.TensorMerge <= 0 {
-		opts.TensorMerge = 128 << 10
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, log: log}
-	s.files = fileOpener{s}
-	if opts.Tensor.Logger == nil {
-		opts.Tensor.Logger = log
-	}
-	if opts.Tensor.Observe == nil && opts.Metrics != nil {
-		opts.Tensor.Observe = opts.Metrics.ObserveHeader
-	}
-	s.tensors = tensor.New(s.files, opts.Tensor)
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
 	s.routeErrors(r)

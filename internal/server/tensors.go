@@ -1,11 +1,7 @@
 package server
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,13 +10,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hubproxy/hubproxy/internal/cache"
-	"github.com/hubproxy/hubproxy/internal/header"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
-// The tensor API (DESIGN.md "Tensor API"):
+// The tensor API (README "API overview"; the contract is api/openapi.yaml):
 //
 //	GET /models/{repo}/tensors?revision=&file=           every tensor, from headers only
 //	GET /models/{repo}/tensors/{name}?revision=&file=    one tensor's bytes
@@ -132,7 +126,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveTensorList(w http.ResponseWriter, r *http.Request, tr tensorRoute) {
-	l, err := s.tensors.List(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file)
+	l, err := s.opts.Tensors.List(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -151,108 +145,38 @@ func (s *Server) serveTensorList(w http.ResponseWriter, r *http.Request, tr tens
 }
 
 func (s *Server) serveTensor(w http.ResponseWriter, r *http.Request, tr tensorRoute) {
-	shard, slice := tr.values.Get("shard"), tr.values.Get("slice")
-	if shard != "" && slice != "" {
-		s.writeError(w, r, &requestError{"use either shard or slice, not both"})
-		return
-	}
-	auth := r.Header.Get("Authorization")
-	f, t, err := s.tensors.Locate(r.Context(), auth, tr.repo, tr.rev, tr.file, tr.name)
+	part := tensor.Part{Shard: tr.values.Get("shard"), Slice: tr.values.Get("slice")}
+	t, err := s.opts.Tensors.OpenTensor(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file, tr.name, part)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	ranges, shape := []header.ByteRange{{Off: 0, Len: t.Len()}}, t.Shape
-	switch {
-	case shard != "":
-		dim, rank, world, err := header.ParseShardSpec(shard)
-		if err == nil {
-			ranges, shape, err = t.Shard(dim, rank, world)
-		}
-		if err != nil {
-			s.writeError(w, r, &requestError{"shard " + strconv.Quote(shard) + ": " + err.Error()})
-			return
-		}
-	case slice != "":
-		dims, err := header.ParseSliceSpec(slice)
-		if err == nil {
-			ranges, shape, err = t.Slice(dims)
-		}
-		if err != nil {
-			s.writeError(w, r, &requestError{"slice " + strconv.Quote(slice) + ": " + err.Error()})
-			return
-		}
-	}
-	_, blob, err := s.files.Open(r.Context(), auth, tr.repo, f.Commit, f.Path)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	defer blob.Close()
-	asm := tensor.NewAssembly(nil, tensor.TensorPieces(f, t, ranges, blob), s.opts.TensorMerge)
+	defer t.Close()
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
-	h.Set("X-Repo-Commit", f.Commit)
-	h.Set("X-Tensor-Dtype", string(t.DType))
-	h.Set("X-Tensor-Shape", shapeString(shape))
-	h.Set("X-Tensor-File", f.Path)
-	h.Set("ETag", strongETag(f.ETag, tr.name, shard, slice))
+	h.Set("X-Repo-Commit", t.Commit)
+	h.Set("X-Tensor-Dtype", string(t.Tensor.DType))
+	h.Set("X-Tensor-Shape", shapeString(t.Shape))
+	h.Set("X-Tensor-File", t.File)
+	h.Set("ETag", t.ETag)
 	h.Set("Accept-Ranges", "bytes")
-	s.serveAssembly(w, r, asm)
+	s.serveAssembly(w, r, t.Assembly)
 }
 
 func (s *Server) serveSubset(w http.ResponseWriter, r *http.Request, tr tensorRoute) {
-	names, prefixes := tr.values["name"], tr.values["prefix"]
-	if len(names) == 0 && len(prefixes) == 0 {
-		s.writeError(w, r, &requestError{"name or prefix is required (repeat either to select more)"})
-		return
-	}
-	auth := r.Header.Get("Authorization")
-	l, files, sel, err := s.tensors.Select(r.Context(), auth, tr.repo, tr.rev, tr.file, names, prefixes)
+	b, err := s.opts.Tensors.OpenSubset(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file, tr.values["name"], tr.values["prefix"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(sel) == 0 {
-		s.writeError(w, r, &tensor.NotFoundError{What: "a tensor matching the prefixes"})
-		return
-	}
-	tensor.SortByPlace(sel)
-	blobs := make(map[int]tensor.Blob)
-	defer func() {
-		for _, b := range blobs {
-			b.Close()
-		}
-	}()
-	ts := make([]header.Tensor, len(sel))
-	var pieces []tensor.Piece
-	etagParts := []string{}
-	for i, x := range sel {
-		ts[i] = x.Tensor
-		b, ok := blobs[x.File]
-		if !ok {
-			_, b, err = s.files.Open(r.Context(), auth, tr.repo, l.Commit, files[x.File].Path)
-			if err != nil {
-				s.writeError(w, r, err)
-				return
-			}
-			blobs[x.File] = b
-		}
-		pieces = append(pieces, tensor.TensorPieces(files[x.File], x.Tensor, []header.ByteRange{{Off: 0, Len: x.Tensor.Len()}}, b)...)
-		etagParts = append(etagParts, files[x.File].ETag+"/"+x.Tensor.Name)
-	}
-	head, err := tensor.SubsetHeader(ts, tensor.CommonMetadata(files))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	defer b.Close()
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", `attachment; filename="subset.safetensors"`)
-	h.Set("X-Repo-Commit", l.Commit)
-	h.Set("ETag", strongETag(etagParts...))
+	h.Set("X-Repo-Commit", b.Commit)
+	h.Set("ETag", b.ETag)
 	h.Set("Accept-Ranges", "bytes")
-	s.serveAssembly(w, r, tensor.NewAssembly(head, pieces, s.opts.TensorMerge))
+	s.serveAssembly(w, r, b.Assembly)
 }
 
 func (s *Server) serveAssembly(w http.ResponseWriter, r *http.Request, asm *tensor.Assembly) {
@@ -264,38 +188,10 @@ func (s *Server) serveAssembly(w http.ResponseWriter, r *http.Request, asm *tens
 	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(asm, 0, asm.Size()), s: s, req: r})
 }
 
-// strongETag is a validator for derived content: a hash of what it is
-// derived from (file ETags are content hashes, so this is one too).
-func strongETag(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return `"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"`
-}
-
 func shapeString(shape []uint64) string {
 	parts := make([]string, len(shape))
 	for i, d := range shape {
 		parts[i] = strconv.FormatUint(d, 10)
 	}
 	return "[" + strings.Join(parts, ",") + "]"
-}
-
-// fileOpener gives the tensor service lazily filled files, resolving and
-// checking access exactly as a /resolve/ request does.
-type fileOpener struct{ s *Server }
-
-func (o fileOpener) Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (tensor.FileInfo, tensor.Blob, error) {
-	m, err := o.s.opts.Resolver.File(ctx, auth, repo, rev, path)
-	if err != nil {
-		return tensor.FileInfo{}, nil, err
-	}
-	h, err := o.s.opts.Store.Open(ctx, cache.File{Repo: repo, Commit: m.Commit, Path: path, ETag: m.ETag, Size: m.Size},
-		o.s.opts.Resolver.Origin(auth, repo, path, m))
-	if err != nil {
-		return tensor.FileInfo{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return tensor.FileInfo{Path: path, Commit: m.Commit, ETag: m.ETag, Size: m.Size}, h, nil
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path"
 	"sort"
@@ -19,7 +20,6 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/header"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
@@ -67,6 +67,11 @@ type Options struct {
 	HeaderCacheBytes int64
 	// MaxIndexSize bounds a sharded index file. Default 16 MiB.
 	MaxIndexSize int64
+	// Merge is the largest gap between two byte ranges of one file that a
+	// tensor read fetches as one run (block rounding would fetch most of
+	// it anyway, and one long request beats many short ones). Default
+	// 128 KiB.
+	Merge int64
 	// Observe, when set, is told how each header was obtained: "parsed"
 	// (read from the file), "cached" or "invalid".
 	Observe func(result string)
@@ -92,6 +97,9 @@ func New(files Files, opts Options) *Service {
 	}
 	if opts.MaxIndexSize <= 0 {
 		opts.MaxIndexSize = 16 << 20
+	}
+	if opts.Merge <= 0 {
+		opts.Merge = 128 << 10
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -295,10 +303,9 @@ func (s *Service) layoutOf(ctx context.Context, auth string, repo hub.Repo, rev,
 	return l, nil
 }
 
-func isMissingFile(err error) bool {
-	var se *fetch.StatusError
-	return errors.As(err, &se) && se.Code == 404 && se.ErrorCode == "EntryNotFound"
-}
+// isMissingFile reports whether err says the file is not there (the hub's
+// EntryNotFound matches fs.ErrNotExist).
+func isMissingFile(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // Locate finds one tensor by name at rev.
 func (s *Service) Locate(ctx context.Context, auth string, repo hub.Repo, rev, file, name string) (File, header.Tensor, error) {

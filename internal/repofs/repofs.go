@@ -1,0 +1,107 @@
+// Package repofs is the one way to open a file of a hub repo for a caller.
+// Open resolves the file (upstream's access decision for that caller
+// included, or the access policy when upstream cannot be asked), opens it in
+// the cache, which fills it lazily from upstream by ranged GETs pinned to the
+// resolved commit, and carries on straight from upstream when the cache
+// cannot store it (a full disk, an ETag that names no content hash). The
+// file routes, the tensor API and GPU staging all read repo files through
+// it, so none of them glues resolver, origin and cache together again.
+//
+// A cold ranged GET goes: server (route) → repofs.Open → resolver.File
+// (HEAD upstream, once per caller and file) → cache.Store.Open → File.ReadAt
+// → cache.Handle.ReadAt → fill → origin.FetchRange → fetch.GetRange (CDN),
+// and back; nothing returns to the server in between.
+package repofs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
+)
+
+// Resolver is the part of the resolver repofs needs: a file's metadata for
+// a caller, and forgetting it when its download URL was refused.
+type Resolver interface {
+	File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
+	Invalidate(auth string, repo hub.Repo, rev, path string)
+}
+
+// Store is the part of the cache repofs needs.
+type Store interface {
+	Open(ctx context.Context, f cache.File, o cache.Origin) (*cache.Handle, error)
+}
+
+// Upstream fetches byte ranges of a resolved file.
+type Upstream interface {
+	GetRange(ctx context.Context, rawURL, auth string, want fetch.Want, off, n int64) (io.ReadCloser, error)
+}
+
+// Options configures an FS.
+type Options struct {
+	// OnBypass, when set, is told once per opened file that the cache could
+	// not store its bytes and reads now stream from upstream.
+	OnBypass func(ctx context.Context, repo hub.Repo, path string, err error)
+	Logger   *slog.Logger
+}
+
+// FS opens repo files. It is safe for concurrent use.
+type FS struct {
+	res   Resolver
+	store Store
+	up    Upstream
+	opts  Options
+	log   *slog.Logger
+}
+
+// New returns an FS over the resolver, the cache and the upstream client.
+func New(res Resolver, store Store, up Upstream, opts Options) *FS {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &FS{res: res, store: store, up: up, opts: opts, log: log}
+}
+
+// Stat resolves repo@rev:path for the caller whose Authorization is auth,
+// without opening it: what a HEAD needs.
+func (fs *FS) Stat(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error) {
+	return fs.res.File(ctx, auth, repo, rev, path)
+}
+
+// Open resolves repo@rev:path for the caller and opens it for reading. The
+// File's reads honour ctx; fills they start outlive it. Errors wrap what
+// failed: the resolver's (a *fetch.StatusError for upstream's refusals and
+// missing files, ErrUnverifiable, ErrOffline) or the cache's.
+func (fs *FS) Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (*File, error) {
+	m, err := fs.res.File(ctx, auth, repo, rev, path)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{
+		fs:     fs,
+		ctx:    ctx,
+		Repo:   repo,
+		Path:   path,
+		Meta:   m,
+		origin: &origin{fs: fs, auth: auth, repo: repo, path: path, commit: m.Commit, etag: m.ETag, size: m.Size, url: m.DownloadURL},
+	}
+	f.stream.end = m.Size
+	if hub.ETagKind(m.ETag) == hub.HashUnknown {
+		// No content hash to store it under or verify it by: every read
+		// streams from upstream, uncached.
+		f.bypassing.Store(true)
+		return f, nil
+	}
+	h, err := fs.store.Open(ctx, cache.File{Repo: repo, Commit: m.Commit, Path: path, ETag: m.ETag, Size: m.Size}, f.origin)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s in the cache: %w", path, err)
+	}
+	f.h = h
+	return f, nil
+}
