@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,7 @@ func cacheDir(cmd *cobra.Command) (string, error) {
 }
 
 func newCacheLsCmd() *cobra.Command {
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List cached repositories: files, sizes, last access",
@@ -61,24 +63,67 @@ func newCacheLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tLAST ACCESS")
-			for _, u := range usage {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", u.Repo.ID, u.Repo.Type, u.Blobs, humanBytes(uint64(u.BlobBytes)),
-					partialCell(u), u.Snapshots, ago(u.LastAccess, time.Now()))
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), cacheLsJSON(usage))
 			}
-			return tw.Flush()
+			return printCacheLs(cmd.OutOrStdout(), usage, time.Now())
 		},
 	}
 	addCacheDirFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes)")
 	return cmd
+}
+
+func printCacheLs(w io.Writer, usage []cache.RepoUsage, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tLAST ACCESS")
+	for _, u := range usage {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", u.Repo.ID, u.Repo.Type, u.Blobs, bytesize.Human(u.BlobBytes),
+			partialCell(u), u.Snapshots, ago(u.LastAccess, now))
+	}
+	return tw.Flush()
+}
+
+// cacheLsRepo is one repository of `cache ls --json`. The field names are
+// an interface scripts rely on: add fields, never rename them.
+type cacheLsRepo struct {
+	Repo         string     `json:"repo"` // as written on the command line: "org/name", "datasets/org/name"
+	Type         string     `json:"type"`
+	ID           string     `json:"id"`
+	Files        int        `json:"files"`
+	Bytes        int64      `json:"bytes"`
+	PartialFiles int        `json:"partial_files"`
+	PartialBytes int64      `json:"partial_bytes"`
+	Revisions    int        `json:"revisions"`
+	LastAccess   *time.Time `json:"last_access"` // null when unknown
+}
+
+func cacheLsJSON(usage []cache.RepoUsage) map[string]any {
+	repos := make([]cacheLsRepo, 0, len(usage))
+	for _, u := range usage {
+		r := cacheLsRepo{Repo: u.Repo.String(), Type: string(u.Repo.Type), ID: u.Repo.ID, Files: u.Blobs, Bytes: u.BlobBytes,
+			PartialFiles: u.Partials, PartialBytes: u.PartialBytes, Revisions: u.Snapshots}
+		if !u.LastAccess.IsZero() {
+			t := u.LastAccess.UTC()
+			r.LastAccess = &t
+		}
+		repos = append(repos, r)
+	}
+	return map[string]any{"repos": repos}
+}
+
+// writeJSON prints v indented, as `hubproxy config --json` does.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func partialCell(u cache.RepoUsage) string {
 	if u.Partials == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d (%s)", u.Partials, humanBytes(uint64(u.PartialBytes)))
+	return fmt.Sprintf("%d (%s)", u.Partials, bytesize.Human(u.PartialBytes))
 }
 
 // ago prints a time with how long ago it was.
@@ -102,7 +147,7 @@ func ago(t, now time.Time) string {
 }
 
 func newCacheDuCmd() *cobra.Command {
-	var raw bool
+	var raw, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "du",
 		Short: "Bytes held per repository and in total: blobs plus partial files",
@@ -116,27 +161,65 @@ func newCacheDuCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			size := func(n int64) string {
-				if raw {
-					return strconv.FormatInt(n, 10)
-				}
-				return humanBytes(uint64(n))
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), cacheDuJSON(usage))
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "BLOBS\tPARTIAL\tTOTAL\t  REPO")
-			var blobs, partial int64
-			for _, u := range usage {
-				blobs += u.BlobBytes
-				partial += u.PartialBytes
-				fmt.Fprintf(tw, "%s\t%s\t%s\t  %s\n", size(u.BlobBytes), size(u.PartialBytes), size(u.BlobBytes+u.PartialBytes), u.Repo)
+			size := bytesize.Human
+			if raw {
+				size = func(n int64) string { return strconv.FormatInt(n, 10) }
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t  total (%d repos)\n", size(blobs), size(partial), size(blobs+partial), len(usage))
-			return tw.Flush()
+			return printCacheDu(cmd.OutOrStdout(), usage, size)
 		},
 	}
 	addCacheDirFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&raw, "bytes", false, "print byte counts rather than KiB/MiB/GiB")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes)")
 	return cmd
+}
+
+func printCacheDu(w io.Writer, usage []cache.RepoUsage, size func(int64) string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "BLOBS\tPARTIAL\tTOTAL\t  REPO")
+	var blobs, partial int64
+	for _, u := range usage {
+		blobs += u.BlobBytes
+		partial += u.PartialBytes
+		fmt.Fprintf(tw, "%s\t%s\t%s\t  %s\n", size(u.BlobBytes), size(u.PartialBytes), size(u.BlobBytes+u.PartialBytes), u.Repo)
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t  total (%s)\n", size(blobs), size(partial), size(blobs+partial), plural(len(usage), "repo"))
+	return tw.Flush()
+}
+
+// duBytes is one line of `cache du --json`. As with cache ls, the field
+// names are an interface: add fields, never rename them.
+type duBytes struct {
+	Blobs   int64 `json:"blob_bytes"`
+	Partial int64 `json:"partial_bytes"`
+	Total   int64 `json:"total_bytes"`
+}
+
+type duRepo struct {
+	Repo string `json:"repo"`
+	duBytes
+}
+
+type duTotal struct {
+	Repos int `json:"repos"`
+	duBytes
+}
+
+func cacheDuJSON(usage []cache.RepoUsage) map[string]any {
+	repos := make([]duRepo, 0, len(usage))
+	var total duTotal
+	for _, u := range usage {
+		b := duBytes{Blobs: u.BlobBytes, Partial: u.PartialBytes, Total: u.BlobBytes + u.PartialBytes}
+		repos = append(repos, duRepo{Repo: u.Repo.String(), duBytes: b})
+		total.Repos++
+		total.Blobs += b.Blobs
+		total.Partial += b.Partial
+		total.Total += b.Total
+	}
+	return map[string]any{"repos": repos, "total": total}
 }
 
 func newCacheVerifyCmd() *cobra.Command {
@@ -168,9 +251,9 @@ huggingface_hub) downloads them again on the next request.`,
 				if c.Removed {
 					action = " (removed)"
 				}
-				fmt.Fprintf(out, "CORRUPT %s %s (%s): %s%s\n", c.Repo, c.ETag, humanBytes(uint64(c.Size)), what, action)
+				fmt.Fprintf(out, "CORRUPT %s %s (%s): %s%s\n", c.Repo, c.ETag, bytesize.Human(c.Size), what, action)
 			}
-			fmt.Fprintf(out, "verified %d blobs (%s): %d corrupt\n", rep.Checked, humanBytes(uint64(rep.Bytes)), len(rep.Corrupt))
+			fmt.Fprintf(out, "verified %s (%s): %d corrupt\n", plural(rep.Checked, "blob"), bytesize.Human(rep.Bytes), len(rep.Corrupt))
 			if err != nil {
 				return err
 			}
@@ -259,12 +342,12 @@ func printPrune(w io.Writer, rep cache.PruneReport, o cache.PruneOptions) {
 		if r.Reason == "orphan" {
 			name = "orphaned file " + r.ETag
 		}
-		fmt.Fprintf(w, "%s %s (%s, last used %s) [%s]\n", verb, name, humanBytes(uint64(r.Bytes)), ago(r.LastAccess, now), r.Reason)
+		fmt.Fprintf(w, "%s %s (%s, last used %s) [%s]\n", verb, name, bytesize.Human(r.Bytes), ago(r.LastAccess, now), r.Reason)
 	}
-	fmt.Fprintf(w, "%s %d files, %s: cache %s -> %s", verb, len(rep.Removed), humanBytes(uint64(rep.Freed)),
-		humanBytes(uint64(rep.Before)), humanBytes(uint64(rep.After)))
+	fmt.Fprintf(w, "%s %s, %s: cache %s -> %s", verb, plural(len(rep.Removed), "file"), bytesize.Human(rep.Freed),
+		bytesize.Human(rep.Before), bytesize.Human(rep.After))
 	if o.MaxBytes > 0 {
-		fmt.Fprintf(w, " (target %s)", humanBytes(uint64(o.MaxBytes)))
+		fmt.Fprintf(w, " (target %s)", bytesize.Human(o.MaxBytes))
 	}
 	fmt.Fprintln(w)
 	if rep.Over {

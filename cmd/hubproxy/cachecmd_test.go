@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -143,6 +145,71 @@ func TestParseAge(t *testing.T) {
 	for _, in := range []string{"", "-1h", "xd", "3 days"} {
 		if _, err := parseAge(in); err == nil {
 			t.Errorf("parseAge(%q) accepted", in)
+		}
+	}
+}
+
+// TestCacheLsAndDuJSON decodes `cache ls --json` and `cache du --json` the
+// way a script would: by the documented snake_case names, sizes in bytes.
+func TestCacheLsAndDuJSON(t *testing.T) {
+	dir, _, _, sizes := pulledCache(t)
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+
+	out, err := runCmd(t, "cache", "ls", "--cache-dir", dir, "--json")
+	if err != nil {
+		t.Fatalf("cache ls --json: %v\n%s", err, out)
+	}
+	var ls struct {
+		Repos []map[string]any `json:"repos"`
+	}
+	if err := json.Unmarshal([]byte(out), &ls); err != nil || len(ls.Repos) != 1 {
+		t.Fatalf("cache ls --json: %v\n%s", err, out)
+	}
+	r := ls.Repos[0]
+	for key, want := range map[string]any{"repo": "org/m", "type": "model", "id": "org/m", "files": 5.0, "bytes": float64(total),
+		"partial_files": 0.0, "partial_bytes": 0.0, "revisions": 1.0} {
+		if r[key] != want {
+			t.Errorf("cache ls --json: %s = %v, want %v", key, r[key], want)
+		}
+	}
+	if s, _ := r["last_access"].(string); s == "" {
+		t.Errorf("cache ls --json: last_access = %v", r["last_access"])
+	} else if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		t.Errorf("cache ls --json: last_access: %v", err)
+	}
+	if len(r) != 9 {
+		t.Errorf("cache ls --json: fields %v", r)
+	}
+
+	out, err = runCmd(t, "cache", "du", "--cache-dir", dir, "--json")
+	if err != nil {
+		t.Fatalf("cache du --json: %v\n%s", err, out)
+	}
+	var du struct {
+		Repos []map[string]any `json:"repos"`
+		Total map[string]any   `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(out), &du); err != nil || len(du.Repos) != 1 {
+		t.Fatalf("cache du --json: %v\n%s", err, out)
+	}
+	wantRepo := map[string]any{"repo": "org/m", "blob_bytes": float64(total), "partial_bytes": 0.0, "total_bytes": float64(total)}
+	wantTotal := map[string]any{"repos": 1.0, "blob_bytes": float64(total), "partial_bytes": 0.0, "total_bytes": float64(total)}
+	if !reflect.DeepEqual(du.Repos[0], wantRepo) || !reflect.DeepEqual(du.Total, wantTotal) {
+		t.Errorf("cache du --json:\n%s\nwant repo %v, total %v", out, wantRepo, wantTotal)
+	}
+}
+
+// TestCacheJSONOfAnEmptyCache: no repos is an empty list, not null, so
+// `jq '.repos[]'` works on a fresh cache.
+func TestCacheJSONOfAnEmptyCache(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []string{"ls", "du"} {
+		out, err := runCmd(t, "cache", c, "--cache-dir", dir, "--json")
+		if err != nil || !strings.Contains(out, `"repos": []`) {
+			t.Errorf("cache %s --json of an empty cache: %v\n%s", c, err, out)
 		}
 	}
 }

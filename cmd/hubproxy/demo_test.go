@@ -146,3 +146,17 @@ func TestVersionCommand(t *testing.T) {
 		t.Errorf("stamped build info = %+v", bi)
 	}
 }
+
+// TestVersionFlagPrintsTheVersionCommand: `hubproxy --version` and
+// `hubproxy version` print the same text.
+func TestVersionFlagPrintsTheVersionCommand(t *testing.T) {
+	want, err := runCmd(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--version", "-v"} {
+		if got, err := runCmd(t, flag); err != nil || got != want {
+			t.Errorf("hubproxy %s: %v\n got %q\nwant %q", flag, err, got, want)
+		}
+	}
+}

@@ -1,29 +1,26 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/hubproxy/hubproxy/internal/app"
-	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
 func newLsCmd() *cobra.Command {
 	var (
-		rev, file, server string
-		asJSON            bool
+		rev, file string
+		remote    remoteFlags
+		asJSON    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ls <repo>",
@@ -32,13 +29,19 @@ func newLsCmd() *cobra.Command {
 and prints every tensor with its dtype, shape, size and file.
 
 With --server it asks a running hubproxy (and so uses, and fills, its cache);
-without, it reads straight from the upstream through a cache in --cache-dir.`,
+without, it reads straight from the upstream through a cache in --cache-dir.
+Either way it sends --token (default $HF_TOKEN), as pull does.`,
 		Example: `  hubproxy ls Qwen/Qwen3-0.6B
-  hubproxy ls --server http://localhost:8080 --json org/model`,
+  hubproxy ls --server localhost:8080 --json org/model`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c, cleanup, err := remote.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
 			path := "/models/" + args[0] + "/tensors?" + url.Values{"revision": {rev}, "file": nonEmpty(file)}.Encode()
-			body, err := fetchListing(cmd, server, path)
+			body, err := fetchListing(cmd.Context(), c, path)
 			if err != nil {
 				return err
 			}
@@ -56,11 +59,8 @@ without, it reads straight from the upstream through a cache in --cache-dir.`,
 	f := cmd.Flags()
 	f.StringVar(&rev, "revision", "main", "branch, tag or commit")
 	f.StringVar(&file, "file", "", "safetensors file or index to read (default: found like the hub clients do)")
-	f.StringVar(&server, "server", os.Getenv("HUBPROXY_SERVER"), "URL of a running hubproxy (default: read the upstream directly; also HUBPROXY_SERVER)")
 	f.BoolVar(&asJSON, "json", false, "print the listing as JSON")
-	f.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
-	f.String("upstream", app.Defaults().Upstream, "hub to read from when --server is not set")
-	f.String("cache-dir", defaultCacheDir(), "cache to read through when --server is not set")
+	addRemoteFlags(f, &remote, "cache to read through when --server is not set")
 	return cmd
 }
 
@@ -71,45 +71,16 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-// fetchListing GETs path from a running hubproxy, or from one built in
-// process over the configured upstream and cache.
-func fetchListing(cmd *cobra.Command, server, path string) ([]byte, error) {
-	var resp *http.Response
-	if server != "" {
-		r, err := http.Get(strings.TrimSuffix(server, "/") + path)
-		if err != nil {
-			return nil, err
-		}
-		resp = r
-	} else {
-		cfg, err := loadConfig(cmd.Flags())
-		if err != nil {
-			return nil, err
-		}
-		handler, cleanup, err := app.New(cfg, nil)
-		if err != nil {
-			return nil, lockedHint(err)
-		}
-		defer cleanup()
-		req := httptest.NewRequestWithContext(cmd.Context(), http.MethodGet, path, nil)
-		if tok := cfg.UpstreamToken; tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		rec := httptest.NewRecorder()
-		handler.ServeHTTP(rec, req)
-		resp = rec.Result()
+// fetchListing GETs the tensor listing at path.
+func fetchListing(ctx context.Context, c *hubClient, path string) ([]byte, error) {
+	resp, err := c.get(ctx, c.base+path)
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
-		}
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+		return nil, fmt.Errorf("reading the listing: %w", err)
 	}
 	return body, nil
 }
@@ -118,14 +89,14 @@ func printListing(w io.Writer, l *tensor.Listing) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "NAME\tDTYPE\tSHAPE\tSIZE\tFILE\n")
 	for _, t := range l.Tensors {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.DType, shape(t.Shape), humanBytes(t.Length), t.File)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.DType, shape(t.Shape), bytesize.Human(int64(t.Length)), t.File)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%s@%s (%s): %d tensors in %d file(s), %s, %s parameters\n",
-		l.Repo, l.Revision, l.Commit[:min(12, len(l.Commit))], l.Totals.Tensors, len(l.Files),
-		humanBytes(l.Totals.Bytes), humanCount(l.Totals.Parameters))
+	_, err := fmt.Fprintf(w, "\n%s@%s (%s): %s in %s, %s, %s parameters\n",
+		l.Repo, l.Revision, l.Commit[:min(12, len(l.Commit))], plural(l.Totals.Tensors, "tensor"), plural(len(l.Files), "file"),
+		bytesize.Human(int64(l.Totals.Bytes)), humanCount(l.Totals.Parameters))
 	return err
 }
 
@@ -137,17 +108,12 @@ func shape(s []uint64) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
+// plural counts n of noun in words: "1 file", "2 files", "0 repos".
+func plural[N ~int | ~int64 | ~uint64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
 	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return fmt.Sprint(n) + " " + noun + "s"
 }
 
 func humanCount(n uint64) string {
@@ -160,13 +126,4 @@ func humanCount(n uint64) string {
 		return fmt.Sprintf("%.1fK", float64(n)/1e3)
 	}
 	return strconv.FormatUint(n, 10)
-}
-
-// lockedHint adds what to do when a command meets a cache directory that a
-// running server holds.
-func lockedHint(err error) error {
-	if errors.Is(err, cache.ErrLocked) {
-		return fmt.Errorf("%w; pass --server URL to go through the running hubproxy", err)
-	}
-	return err
 }

@@ -32,7 +32,7 @@ func TestLsStraightAgainstUpstreamAndThroughAServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ls: %v\n%s", err, out)
 	}
-	for _, want := range []string{"NAME", "DTYPE", "BF16", "[8, 4]", "model-00002-of-00002.safetensors", "6 tensors in 2 file(s)"} {
+	for _, want := range []string{"NAME", "DTYPE", "BF16", "[8, 4]", "model-00002-of-00002.safetensors", "6 tensors in 2 files"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ls output lacks %q:\n%s", want, out)
 		}

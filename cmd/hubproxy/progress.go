@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 )
 
 // Progress display for pull. On a terminal one line is redrawn in place:
@@ -17,7 +19,7 @@ import (
 //	[=========>              ] 1.2 GiB / 3.4 GiB  210.0 MiB/s  ETA 10s  model-00001-of-00002.safetensors
 //
 // Anywhere else (a log, CI) it prints a line per finished file and, every
-// plainEvery, an "x of y bytes" line, so the output stays readable.
+// plainEvery, an "x of y" line, so the output stays readable.
 
 // The progress modes of --progress.
 const (
@@ -99,7 +101,7 @@ func (p *progress) finishFile(name string, size int64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "fetched %s (%s)\n", name, humanBytes(uint64(size)))
+	fmt.Fprintf(p.w, "fetched %s (%s)\n", name, bytesize.Human(size))
 }
 
 // run redraws the bar, or prints a plain progress line, until ctx ends.
@@ -177,8 +179,8 @@ func (p *progress) barLocked(now time.Time) string {
 	if len(name) > maxNameLen {
 		name = "…" + name[len(name)-maxNameLen+1:]
 	}
-	return fmt.Sprintf("[%s] %s / %s  %s/s  ETA %s  %s", bar, humanBytes(uint64(done)), humanBytes(uint64(p.total)),
-		humanBytes(uint64(p.rate)), p.etaLocked(), name)
+	return fmt.Sprintf("[%s] %s / %s  %s/s  ETA %s  %s", bar, bytesize.Human(done), bytesize.Human(p.total),
+		bytesize.Human(int64(p.rate)), p.etaLocked(), name)
 }
 
 // drawLocked redraws the bar line in place, blanking leftovers of a longer
@@ -196,7 +198,7 @@ func (p *progress) lineLocked() string {
 	if p.total > 0 {
 		pct = float64(done) * 100 / float64(p.total)
 	}
-	return fmt.Sprintf("progress: %d of %d bytes (%.0f%%), %s/s, ETA %s", done, p.total, pct, humanBytes(uint64(p.rate)), p.etaLocked())
+	return fmt.Sprintf("progress: %s of %s (%.0f%%), %s/s, ETA %s", bytesize.Human(done), bytesize.Human(p.total), pct, bytesize.Human(int64(p.rate)), p.etaLocked())
 }
 
 // finish draws the final state and ends the bar's line. Further ticks are

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -18,28 +16,23 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hubproxy/hubproxy/internal/app"
-	"github.com/hubproxy/hubproxy/internal/dirhub"
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
-
-// inProcessURL is the base URL of a hubproxy running inside the CLI, reached
-// through dirhub.Transport rather than a socket.
-const inProcessURL = "http://hubproxy.local"
 
 type pullOptions struct {
 	repo     hub.Repo
 	revision string
 	include  []string
-	token    string
 	jobs     int
 	progress string
 }
 
 func newPullCmd() *cobra.Command {
 	var (
-		o                              pullOptions
-		server, repoType, progressMode string
+		o                      pullOptions
+		remote                 remoteFlags
+		repoType, progressMode string
 	)
 	cmd := &cobra.Command{
 		Use:   "pull <repo>",
@@ -78,43 +71,22 @@ Progress is a single updating line on a terminal, plain lines otherwise.`,
 				}
 			}
 			o.repo, o.progress = repo, progressMode
-			client, base, cleanup, err := pullClient(cmd, server)
+			c, cleanup, err := remote.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer cleanup()
-			return runPull(cmd.Context(), &puller{client: client, base: base, token: o.token}, o, cmd.OutOrStdout())
+			return runPull(cmd.Context(), c, o, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.revision, "revision", "main", "branch, tag or commit")
 	f.StringArrayVar(&o.include, "include", nil, "only files whose path or base name matches this glob (repeatable)")
 	f.StringVar(&repoType, "repo-type", "model", "model, dataset or space")
-	f.StringVar(&server, "server", os.Getenv("HUBPROXY_SERVER"), "URL of a running hubproxy (default: run one in process over --cache-dir; also HUBPROXY_SERVER)")
-	f.StringVar(&o.token, "token", os.Getenv("HF_TOKEN"), "hub token sent as Authorization (default $HF_TOKEN)")
 	f.IntVar(&o.jobs, "jobs", 4, "files downloaded at once")
 	f.StringVar(&progressMode, "progress", progressAuto, "auto, bar, plain or none")
-	f.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
-	f.String("upstream", app.Defaults().Upstream, "hub to read from when --server is not set")
-	f.String("cache-dir", defaultCacheDir(), "cache to fill when --server is not set")
+	addRemoteFlags(f, &remote, "cache to fill when --server is not set")
 	return cmd
-}
-
-// pullClient returns an HTTP client and base URL for a running hubproxy, or
-// for one built in process from the configuration.
-func pullClient(cmd *cobra.Command, server string) (*http.Client, string, func(), error) {
-	if server != "" {
-		return &http.Client{}, strings.TrimSuffix(server, "/"), func() {}, nil
-	}
-	cfg, err := loadConfig(cmd.Flags())
-	if err != nil {
-		return nil, "", nil, err
-	}
-	handler, cleanup, err := app.New(cfg, nil)
-	if err != nil {
-		return nil, "", nil, lockedHint(err)
-	}
-	return &http.Client{Transport: dirhub.Transport(handler)}, inProcessURL, func() { _ = cleanup() }, nil
 }
 
 // remoteFile is one file of the listing.
@@ -124,25 +96,6 @@ type remoteFile struct {
 	Size int64  `json:"size"`
 }
 
-// StatusError is a non-2xx answer from the hub or the proxy.
-type StatusError struct {
-	URL    string
-	Status int
-	Code   string // X-Error-Code
-	Msg    string
-}
-
-func (e *StatusError) Error() string {
-	msg := e.Msg
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	if e.Code != "" {
-		return fmt.Sprintf("%s: %s (HTTP %d, %s)", e.URL, msg, e.Status, e.Code)
-	}
-	return fmt.Sprintf("%s: %s (HTTP %d)", e.URL, msg, e.Status)
-}
-
 // SizeMismatchError reports a download whose length differs from the listing.
 type SizeMismatchError struct {
 	Path      string
@@ -150,43 +103,13 @@ type SizeMismatchError struct {
 }
 
 func (e *SizeMismatchError) Error() string {
-	return fmt.Sprintf("%s: received %d bytes, the listing says %d", e.Path, e.Got, e.Want)
-}
-
-// puller talks the hub protocol to hubproxy.
-type puller struct {
-	client *http.Client
-	base   string
-	token  string
-}
-
-func (p *puller) get(ctx context.Context, rawURL string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		e := &StatusError{URL: req.URL.Path, Status: resp.StatusCode, Code: resp.Header.Get("X-Error-Code"), Msg: resp.Header.Get("X-Error-Message")}
-		var body struct{ Error string }
-		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)); json.Unmarshal(b, &body) == nil && body.Error != "" {
-			e.Msg = body.Error
-		}
-		return nil, e
-	}
-	return resp, nil
+	// Exact counts, not sizes: a few bytes short is the information.
+	return fmt.Sprintf("%s: received %s, the listing says %d", e.Path, plural(e.Got, "byte"), e.Want)
 }
 
 // commit resolves rev to a commit through the repo info API.
-func (p *puller) commit(ctx context.Context, repo hub.Repo, rev string) (string, error) {
-	resp, err := p.get(ctx, p.base+"/api/"+repo.Type.Plural()+"/"+repo.ID+"/revision/"+url.PathEscape(rev))
+func (c *hubClient) commit(ctx context.Context, repo hub.Repo, rev string) (string, error) {
+	resp, err := c.get(ctx, c.base+"/api/"+repo.Type.Plural()+"/"+repo.ID+"/revision/"+url.PathEscape(rev))
 	if err != nil {
 		return "", err
 	}
@@ -204,14 +127,14 @@ func (p *puller) commit(ctx context.Context, repo hub.Repo, rev string) (string,
 var nextLinkRE = regexp.MustCompile(`<([^>]+)>;\s*rel="next"`)
 
 // list returns every file at commit, following the tree's pagination.
-func (p *puller) list(ctx context.Context, repo hub.Repo, commit string) ([]remoteFile, error) {
-	next := p.base + "/api/" + repo.Type.Plural() + "/" + repo.ID + "/tree/" + commit + "?recursive=true&expand=false"
+func (c *hubClient) list(ctx context.Context, repo hub.Repo, commit string) ([]remoteFile, error) {
+	next := c.base + "/api/" + repo.Type.Plural() + "/" + repo.ID + "/tree/" + commit + "?recursive=true&expand=false"
 	var files []remoteFile
 	for pages := 0; next != ""; pages++ {
 		if pages > 100_000 {
 			return nil, errors.New("the tree listing does not end")
 		}
-		resp, err := p.get(ctx, next)
+		resp, err := c.get(ctx, next)
 		if err != nil {
 			return nil, err
 		}
@@ -237,12 +160,12 @@ func (p *puller) list(ctx context.Context, repo hub.Repo, commit string) ([]remo
 
 // fetch downloads one file at commit through the proxy, which caches it,
 // and checks its length against the listing.
-func (p *puller) fetch(ctx context.Context, repo hub.Repo, commit string, f remoteFile, prog *progress) error {
+func (c *hubClient) fetch(ctx context.Context, repo hub.Repo, commit string, f remoteFile, prog *progress) error {
 	segs := strings.Split(f.Path, "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	resp, err := p.get(ctx, p.base+"/"+repo.Type.URLPrefix()+repo.ID+"/resolve/"+commit+"/"+strings.Join(segs, "/"))
+	resp, err := c.get(ctx, c.base+"/"+repo.Type.URLPrefix()+repo.ID+"/resolve/"+commit+"/"+strings.Join(segs, "/"))
 	if err != nil {
 		return err
 	}
@@ -275,12 +198,12 @@ func matches(p string, globs []string) bool {
 }
 
 // runPull lists, filters and downloads, jobs files at a time.
-func runPull(ctx context.Context, p *puller, o pullOptions, out io.Writer) error {
-	commit, err := p.commit(ctx, o.repo, o.revision)
+func runPull(ctx context.Context, c *hubClient, o pullOptions, out io.Writer) error {
+	commit, err := c.commit(ctx, o.repo, o.revision)
 	if err != nil {
 		return err
 	}
-	all, err := p.list(ctx, o.repo, commit)
+	all, err := c.list(ctx, o.repo, commit)
 	if err != nil {
 		return err
 	}
@@ -293,9 +216,9 @@ func runPull(ctx context.Context, p *puller, o pullOptions, out io.Writer) error
 		}
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("%s@%s: no file matches %q (of %d)", o.repo, o.revision, o.include, len(all))
+		return fmt.Errorf("%s@%s: no file matches %q (of %s)", o.repo, o.revision, o.include, plural(len(all), "file"))
 	}
-	fmt.Fprintf(out, "pulling %s@%s (%s): %d files, %s\n", o.repo, o.revision, commit[:12], len(files), humanBytes(uint64(total)))
+	fmt.Fprintf(out, "pulling %s@%s (%s): %s, %s\n", o.repo, o.revision, commit[:12], plural(len(files), "file"), bytesize.Human(total))
 
 	prog := newProgress(out, o.progress, total)
 	parent := ctx
@@ -314,7 +237,7 @@ func runPull(ctx context.Context, p *puller, o pullOptions, out io.Writer) error
 		wg.Go(func() {
 			for f := range work {
 				prog.startFile(f.Path)
-				if err := p.fetch(ctx, o.repo, commit, f, prog); err != nil {
+				if err := c.fetch(ctx, o.repo, commit, f, prog); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -345,6 +268,6 @@ feed:
 		return errs[0]
 	}
 	elapsed := time.Since(prog.start).Round(time.Millisecond)
-	fmt.Fprintf(out, "pulled %d files (%s) of %s at %s in %s\n", len(files), humanBytes(uint64(total)), o.repo, commit, elapsed)
+	fmt.Fprintf(out, "pulled %s (%s) of %s at %s in %s\n", plural(len(files), "file"), bytesize.Human(total), o.repo, commit, elapsed)
 	return nil
 }

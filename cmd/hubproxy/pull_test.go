@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 )
@@ -78,8 +79,8 @@ func TestPullInProcessShowsProgressAndFillsCache(t *testing.T) {
 	for _, want := range []string{
 		"pulling org/m@main (" + commit[:12] + "): 5 files",
 		"fetched model-00002-of-00002.safetensors (",
-		"fetched tok/tokenizer.json (4.9 KiB)",
-		fmt.Sprintf("progress: %d of %d bytes (100%%)", total, total),
+		"fetched tok/tokenizer.json (4.88 KiB)",
+		fmt.Sprintf("progress: %[1]s of %[1]s (100%%)", bytesize.Human(int64(total))),
 		"pulled 5 files",
 	} {
 		if !strings.Contains(out, want) {
@@ -205,7 +206,7 @@ func TestProgressRendering(t *testing.T) {
 	}
 	q.Write(make([]byte, 1<<20))
 	q.tick()
-	if !regexp.MustCompile(`^progress: 1048576 of 4294967296 bytes \(0%\), .*/s, ETA .+\n$`).MatchString(buf.String()) {
+	if !regexp.MustCompile(`^progress: 1.00 MiB of 4.00 GiB \(0%\), .*/s, ETA .+\n$`).MatchString(buf.String()) {
 		t.Errorf("plain line: %q", buf.String())
 	}
 }

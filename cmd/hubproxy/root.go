@@ -13,7 +13,12 @@ func newRootCmd() *cobra.Command {
 huggingface_hub layout, fetched lazily by byte range.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Setting Version makes cobra add --version (and -v).
+		Version: versionText(readBuildInfo(version, buildCommit)),
 	}
+	// The whole text, not cobra's "hubproxy version X": --version and the
+	// version command must agree, as scripts and bug reports use either.
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newServeCmd(), newConfigCmd(), newLsCmd(), newPullCmd(), newCacheCmd(), newVersionCmd(), newDemoCmd(), newGPUCmd())
 	return root
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -67,21 +69,26 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bi := readBuildInfo(version, buildCommit)
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "hubproxy %s\n", bi.Version)
-			if bi.Commit != "" {
-				c := bi.Commit
-				if bi.Modified {
-					c += " (modified)"
-				}
-				fmt.Fprintf(out, "commit:  %s\n", c)
-			}
-			if bi.Time != "" {
-				fmt.Fprintf(out, "date:    %s\n", bi.Time)
-			}
-			_, err := fmt.Fprintf(out, "go:      %s %s\n", bi.GoVersion, bi.Platform)
+			_, err := io.WriteString(cmd.OutOrStdout(), versionText(readBuildInfo(version, buildCommit)))
 			return err
 		},
 	}
+}
+
+// versionText is what both `hubproxy version` and `hubproxy --version` print.
+func versionText(bi buildInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "hubproxy %s\n", bi.Version)
+	if bi.Commit != "" {
+		c := bi.Commit
+		if bi.Modified {
+			c += " (modified)"
+		}
+		fmt.Fprintf(&b, "commit:  %s\n", c)
+	}
+	if bi.Time != "" {
+		fmt.Fprintf(&b, "date:    %s\n", bi.Time)
+	}
+	fmt.Fprintf(&b, "go:      %s %s\n", bi.GoVersion, bi.Platform)
+	return b.String()
 }
