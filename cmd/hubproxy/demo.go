@@ -24,6 +24,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/dirhub"
+	"github.com/hubproxy/hubproxy/internal/inproc"
 )
 
 // hubproxy demo writes a small synthetic Llama-shaped model (random BF16
@@ -90,7 +91,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	defer hubDir.Close()
 	cfg := app.Defaults()
 	cfg.Listen, cfg.CacheDir, cfg.MinFreeBytes = o.listen, o.cacheDir, 0
-	cfg.Upstream, cfg.Transport = dirhub.URL, dirhub.Transport(hubDir)
+	cfg.Upstream, cfg.Transport = dirhub.URL, inproc.Transport(hubDir)
 	handler, cleanup, err := app.New(cfg, log)
 	if err != nil {
 		return err

@@ -20,8 +20,8 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/cache"
-	"github.com/hubproxy/hubproxy/internal/dirhub"
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/inproc"
 )
 
 // The client commands (ls, pull) reach a hub one of two ways: a running
@@ -30,7 +30,7 @@ import (
 // here so the commands take the same flags and fail with the same advice.
 
 // inProcessURL is the base URL of a hubproxy running inside the CLI, reached
-// through dirhub.Transport rather than a socket.
+// through inproc.Transport rather than a socket.
 const inProcessURL = "http://hubproxy.local"
 
 // serveHint is what to do when no hubproxy answers at --server.
@@ -110,7 +110,7 @@ func connectInProcess(cmd *cobra.Command, token string) (*hubClient, func(), err
 		// carry only the caller's token.
 		token = cfg.UpstreamToken
 	}
-	c := &hubClient{http: &http.Client{Transport: dirhub.Transport(handler)}, base: inProcessURL, token: token, explain: watch.explain}
+	c := &hubClient{http: &http.Client{Transport: inproc.Transport(handler)}, base: inProcessURL, token: token, explain: watch.explain}
 	return c, func() { _ = cleanup() }, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/dirhub"
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/inproc"
 	"github.com/hubproxy/hubproxy/internal/repofs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -200,7 +201,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 			return nil, fmt.Errorf("upstream %s: %w", cfg.Upstream, err)
 		}
 		go dh.Warm(context.Background()) // hash plain-folder files ahead of the first HEAD
-		upstream, transport = dirhub.URL, dirhub.Transport(dh)
+		upstream, transport = dirhub.URL, inproc.Transport(dh)
 		cleanup.push(dh.Close)
 	}
 	client, err := fetch.New(fetch.Options{

@@ -161,14 +161,6 @@ func (p paths) ensureSymlink(r hub.Repo, commit, path, etag string) error {
 	return os.Rename(link, name)
 }
 
-// removeLinksTo deletes every symlink under the repo's snapshots/ that points
-// at blobs/<etag> and no longer resolves, including links huggingface_hub
-// made itself, so removing a blob never leaves dangling snapshot entries
-// behind.
-func (p paths) removeLinksTo(r hub.Repo, etag string) error {
-	return p.removeDanglingLinks(r, map[string]bool{etag: true})
-}
-
 // removeDanglingLinks walks the repo's snapshots/ once and deletes every
 // symlink to blobs/<etag>, for any etag in etags, whose target does not
 // exist. A link whose blob exists (again) is kept: the blob may have been

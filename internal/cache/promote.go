@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,30 +13,9 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// ctxReader stops a long read (hashing a large file) when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // hashFile hashes the first size bytes of f as an etag of kind.
 func hashFile(ctx context.Context, f io.ReaderAt, size int64, kind hub.HashKind) (string, error) {
-	h := hub.NewHash(kind, size)
-	n, err := io.Copy(h, ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, size)})
-	if err != nil {
-		return "", err
-	}
-	if n != size {
-		return "", io.ErrUnexpectedEOF
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hub.HashContent(ctx, io.NewSectionReader(f, 0, size), kind, size)
 }
 
 // startPromote runs promotion on its own goroutine, so fills (of this and

@@ -107,7 +107,7 @@ func (h *Hub) serveInfo(w http.ResponseWriter, r *http.Request, rt route) {
 		for i, m := range metas {
 			info.Siblings[i].BlobID = m.oid
 			if m.lfs {
-				info.Siblings[i].LFS = &siblingLFS{Size: s.files[i].size, SHA256: m.etag, PointerSize: len(lfsPointer(m.etag, s.files[i].size))}
+				info.Siblings[i].LFS = &siblingLFS{Size: s.files[i].size, SHA256: m.etag, PointerSize: len(hub.LFSPointer(m.etag, s.files[i].size))}
 			}
 		}
 	}
@@ -193,7 +193,7 @@ func (h *Hub) entries(ctx context.Context, s *snapshot, items []treeItem, expand
 			metas = metas[1:]
 			e = entryJSON{Type: "file", OID: m.oid, Size: it.file.size, Path: it.path}
 			if m.lfs {
-				e.LFS = &entryLFS{OID: m.etag, Size: it.file.size, PointerSize: len(lfsPointer(m.etag, it.file.size))}
+				e.LFS = &entryLFS{OID: m.etag, Size: it.file.size, PointerSize: len(hub.LFSPointer(m.etag, it.file.size))}
 			}
 		}
 		if expand {

@@ -126,11 +126,10 @@ func New(root string, opts Options) (*Hub, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{root: r, dir: root, opts: opts, log: opts.Logger, cancel: cancel}
 	h.hashes = &hasher{
-		ctx:      ctx,
-		root:     r,
-		sem:      make(chan struct{}, opts.HashWorkers),
-		done:     done,
-		inflight: make(map[hashKey]*hashCall),
+		ctx:  ctx,
+		root: r,
+		sem:  make(chan struct{}, opts.HashWorkers),
+		done: done,
 	}
 	return h, nil
 }
@@ -175,3 +174,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errNoRoute())
 	}
 }
+
+// URL is the upstream URL to pair with inproc.Transport(hub) (hubproxy's
+// Upstream for a dir: upstream). Its host is never resolved.
+const URL = "http://dirhub.local"

@@ -2,8 +2,6 @@ package dirhub
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +10,7 @@ import (
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
@@ -31,67 +30,59 @@ type hashKey struct {
 // hasher computes file hashes once per hashKey, single-flight, on its own
 // context so that a request giving up does not waste the work.
 type hasher struct {
-	ctx  context.Context // cancelled by Hub.Close
-	root *os.Root
-	sem  chan struct{} // HashWorkers tokens
-	done *lru.Cache[hashKey, string]
-	wg   sync.WaitGroup
+	ctx   context.Context // cancelled by Hub.Close
+	root  *os.Root
+	sem   chan struct{} // HashWorkers tokens
+	done  *lru.Cache[hashKey, string]
+	group singleflight.Group
+	wg    sync.WaitGroup // flights running; Add only under mu while ctx lives
 
-	mu       sync.Mutex
-	inflight map[hashKey]*hashCall // guarded by mu
+	mu sync.Mutex // orders wg.Add against Close's cancel and Wait
 }
 
-// hashCall is one hash in flight; done is closed when sum or err is set.
+// hashCall is one hash asked for: its result arrives on ch.
 type hashCall struct {
-	done chan struct{}
-	sum  string
-	err  error
+	ch <-chan singleflight.Result
 }
 
 // wait returns the hash, or ctx's error if ctx ends first.
-func (c *hashCall) wait(ctx context.Context) (string, error) {
+func (c hashCall) wait(ctx context.Context) (string, error) {
 	select {
-	case <-c.done:
-		return c.sum, c.err
+	case r := <-c.ch:
+		if r.Err != nil {
+			return "", r.Err
+		}
+		return r.Val.(string), nil
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
 }
 
-// start returns the call computing k, starting it if none is in flight and
-// the result is not cached.
-func (h *hasher) start(k hashKey) *hashCall {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// start returns the call computing k: a cached result, the flight already
+// computing it, or a new flight.
+func (h *hasher) start(k hashKey) hashCall {
 	if sum, ok := h.done.Get(k); ok {
-		c := &hashCall{done: make(chan struct{}), sum: sum}
-		close(c.done)
-		return c
+		ch := make(chan singleflight.Result, 1)
+		ch <- singleflight.Result{Val: sum}
+		return hashCall{ch: ch}
 	}
-	if c := h.inflight[k]; c != nil {
-		return c
-	}
-	c := &hashCall{done: make(chan struct{})}
-	if err := h.ctx.Err(); err != nil {
-		c.err = err
-		close(c.done)
-		return c
-	}
-	h.inflight[k] = c
-	h.wg.Add(1)
-	go func() {
+	key := fmt.Sprintf("%d\x00%d\x00%d\x00%s", k.kind, k.size, k.mtime, k.rel)
+	return hashCall{ch: h.group.DoChan(key, func() (any, error) {
+		h.mu.Lock()
+		if err := h.ctx.Err(); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		h.wg.Add(1)
+		h.mu.Unlock()
 		defer h.wg.Done()
 		sum, err := h.compute(k)
-		h.mu.Lock()
-		delete(h.inflight, k)
-		if err == nil {
-			h.done.Add(k, sum)
+		if err != nil {
+			return nil, err
 		}
-		h.mu.Unlock()
-		c.sum, c.err = sum, err
-		close(c.done)
-	}()
-	return c
+		h.done.Add(k, sum)
+		return sum, nil
+	})}
 }
 
 // compute hashes the file k names, checking that it is still that version.
@@ -114,28 +105,18 @@ func (h *hasher) compute(k hashKey) (string, error) {
 	if info.Size() != k.size || info.ModTime().UnixNano() != k.mtime {
 		return "", errChanged
 	}
-	sum := hub.NewHash(k.kind, k.size)
-	n, err := io.Copy(sum, ctxReader{ctx: h.ctx, r: f})
+	sum, err := hub.HashContent(h.ctx, f, k.kind, k.size)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", errChanged
+	}
 	if err != nil {
 		return "", err
 	}
-	if n != k.size {
+	// A file written to while it was hashed has no one hash: ask again.
+	if after, err := f.Stat(); err != nil || after.Size() != k.size || after.ModTime().UnixNano() != k.mtime {
 		return "", errChanged
 	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
-}
-
-// ctxReader stops a long read when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
+	return sum, nil
 }
 
 // lfsSuffixes are the weights files the Hub's default .gitattributes puts in
@@ -193,19 +174,7 @@ func (h *Hub) meta(ctx context.Context, f fileEntry) (fileMeta, error) {
 func metaFor(etag string, lfs bool, size int64) fileMeta {
 	m := fileMeta{etag: etag, lfs: lfs, oid: etag}
 	if lfs {
-		m.oid = gitBlobSHA1(lfsPointer(etag, size))
+		m.oid = hub.GitBlobSHA1(hub.LFSPointer(etag, size))
 	}
 	return m
-}
-
-// lfsPointer is the text git-lfs stores in place of the content.
-func lfsPointer(sha string, size int64) []byte {
-	return fmt.Appendf(nil, "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", sha, size)
-}
-
-func gitBlobSHA1(p []byte) string {
-	h := sha1.New()
-	fmt.Fprintf(h, "blob %d\x00", len(p))
-	h.Write(p)
-	return hex.EncodeToString(h.Sum(nil))
 }

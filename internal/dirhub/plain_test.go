@@ -186,7 +186,7 @@ func TestPlainAPI(t *testing.T) {
 	}
 	big := es[4]
 	if big.LFS == nil || big.LFS.OID != sha256Hex(plainFiles["org/plain/sub/deep/big.dat"]) || big.Size != 2048 || big.LastCommit == nil ||
-		big.OID != gitSHA1(string(lfsPointer(big.LFS.OID, 2048))) || big.LFS.PointerSize != len(lfsPointer(big.LFS.OID, 2048)) {
+		big.OID != gitSHA1(string(hub.LFSPointer(big.LFS.OID, 2048))) || big.LFS.PointerSize != len(hub.LFSPointer(big.LFS.OID, 2048)) {
 		t.Errorf("LFS entry = %+v", big)
 	}
 	if notes := es[5]; notes.LFS != nil || notes.OID != gitSHA1("small text") {

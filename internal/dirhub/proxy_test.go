@@ -14,6 +14,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/dirhub"
+	"github.com/hubproxy/hubproxy/internal/inproc"
 )
 
 // TestHubproxyOverDirhub wires dirhub under hubproxy exactly as the
@@ -41,7 +42,7 @@ func TestHubproxyOverDirhub(t *testing.T) {
 	cacheDir := t.TempDir()
 	handler, cleanup, err := app.New(app.Config{
 		Upstream:  dirhub.URL,
-		Transport: dirhub.Transport(dh),
+		Transport: inproc.Transport(dh),
 		CacheDir:  cacheDir,
 		ChunkSize: 1 << 20,
 	}, nil)
@@ -104,7 +105,7 @@ func TestHubproxyOverDirhub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dh2.Close()
-	handler2, cleanup2, err := app.New(app.Config{Upstream: dirhub.URL, Transport: dirhub.Transport(dh2), CacheDir: t.TempDir()}, nil)
+	handler2, cleanup2, err := app.New(app.Config{Upstream: dirhub.URL, Transport: inproc.Transport(dh2), CacheDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

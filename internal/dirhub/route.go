@@ -1,15 +1,15 @@
 package dirhub
 
 import (
-	"net/url"
+	"errors"
 	"strings"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// Routing follows docs/hub-protocol.md §0, as hubproxy's server does: split the
-// escaped path on the literal markers, then unescape, so "refs%2Fpr%2F1" and
-// "%2F" in tree sub-paths stay unambiguous.
+// Routing uses the hub's own URL grammar (hub.ParseFileURL, ParseAPIURL),
+// as hubproxy's server does; what dirhub adds is the hub's answers to URLs
+// that grammar refuses.
 
 type routeKind int
 
@@ -28,115 +28,51 @@ type route struct {
 	path string // file path, or tree sub-path ("" for the root)
 }
 
-var apiMarkers = []struct {
-	marker string
-	kind   routeKind
-}{
-	{"/revision/", routeInfo},
-	{"/tree/", routeTree},
-	{"/paths-info/", routePathsInfo},
-	{"/xet-read-token/", routeOther},
-}
-
 // parseRoute parses an escaped URL path. Errors are the hub's answers.
 func parseRoute(escaped string) (route, *hubError) {
-	if rest, ok := strings.CutPrefix(escaped, "/api/"); ok {
-		return parseAPIRoute(rest)
-	}
-	p := strings.TrimPrefix(escaped, "/")
-	typ := hub.Model
-	switch {
-	case strings.HasPrefix(p, "datasets/"):
-		typ, p = hub.Dataset, strings.TrimPrefix(p, "datasets/")
-	case strings.HasPrefix(p, "spaces/"):
-		typ, p = hub.Space, strings.TrimPrefix(p, "spaces/")
-	}
-	i, j := strings.Index(p, "/resolve/"), strings.Index(p, "/raw/")
-	var repoEsc, rest string
-	switch {
-	case i < 0 && j < 0:
-		return route{}, errNoRoute()
-	case j >= 0 && (i < 0 || j < i):
-		repoEsc, rest = p[:j], p[j+len("/raw/"):]
-	default:
-		repoEsc, rest = p[:i], p[i+len("/resolve/"):]
-	}
-	rt := route{kind: routeFile}
-	var herr *hubError
-	if rt.repo, herr = parseRepo(typ, repoEsc); herr != nil {
-		return route{}, herr
-	}
-	revEsc, pathEsc := hub.SplitRevision(rest)
-	if rt.rev, herr = parseRevision(revEsc); herr != nil {
-		return route{}, herr
-	}
-	path, err := url.PathUnescape(pathEsc)
-	if err != nil || hub.ValidPath(path) != nil {
-		return route{}, errEntryNotFound("")
-	}
-	rt.path = path
-	return rt, nil
-}
-
-func parseAPIRoute(rest string) (route, *hubError) {
-	plural, after, _ := strings.Cut(rest, "/")
-	typ, ok := hub.ParseRepoType(plural)
-	if !ok || after == "" {
-		return route{}, errNoRoute()
-	}
-	at, kind, mlen := -1, routeInfo, 0
-	for _, m := range apiMarkers {
-		if i := strings.Index(after, m.marker); i >= 0 && (at < 0 || i < at) {
-			at, kind, mlen = i, m.kind, len(m.marker)
+	if strings.HasPrefix(escaped, "/api/") {
+		au, err := hub.ParseAPIURL(escaped)
+		if err != nil {
+			return route{}, routeError(err)
 		}
-	}
-	repoEsc, tail := after, ""
-	if at >= 0 {
-		repoEsc, tail = after[:at], after[at+mlen:]
-	} else if strings.Count(after, "/") > 1 {
-		return route{}, errNoRoute()
-	}
-	rt := route{kind: kind, rev: "HEAD"}
-	var herr *hubError
-	if rt.repo, herr = parseRepo(typ, repoEsc); herr != nil {
-		return route{}, herr
-	}
-	if at < 0 {
+		rt := route{repo: au.Repo, rev: au.Rev, path: au.Path}
+		switch au.Kind {
+		case hub.APIInfo:
+			rt.kind = routeInfo
+		case hub.APITree:
+			rt.kind = routeTree
+		case hub.APIPathsInfo:
+			rt.kind = routePathsInfo
+		case hub.APIXetToken:
+			rt.kind = routeOther
+		default:
+			return route{}, errNoRoute()
+		}
+		if rt.rev == "" {
+			rt.rev = "HEAD"
+		}
 		return rt, nil
 	}
-	revEsc, pathEsc := strings.TrimSuffix(tail, "/"), ""
-	if kind == routeTree {
-		revEsc, pathEsc = hub.SplitRevision(tail)
+	fu, err := hub.ParseFileURL(escaped)
+	if err != nil {
+		return route{}, routeError(err)
 	}
-	if rt.rev, herr = parseRevision(revEsc); herr != nil {
-		return route{}, herr
-	}
-	if pathEsc = strings.Trim(pathEsc, "/"); pathEsc != "" {
-		path, err := url.PathUnescape(pathEsc)
-		if err != nil || hub.ValidPath(path) != nil {
-			return route{}, errEntryNotFound("")
-		}
-		rt.path = path
-	}
-	return rt, nil
+	return route{kind: routeFile, repo: fu.Repo, rev: fu.Rev, path: fu.Path}, nil
 }
 
-func parseRepo(typ hub.RepoType, escaped string) (hub.Repo, *hubError) {
-	id, err := url.PathUnescape(escaped)
-	if err != nil {
-		return hub.Repo{}, errRepoNotFound()
+// routeError answers a URL the grammar refused as the hub would: an id no
+// repo can have is RepoNotFound, a bad revision RevisionNotFound, a bad
+// path EntryNotFound.
+func routeError(err error) *hubError {
+	var inv *hub.InvalidError
+	if !errors.As(err, &inv) {
+		return errNoRoute()
 	}
-	repo, err := hub.ParseRepo(typ, id)
-	if err != nil {
-		return hub.Repo{}, errRepoNotFound()
+	switch inv.Field {
+	case "repo id":
+		return errRepoNotFound()
+	case "revision":
+		return errRevisionNotFound(inv.Value)
 	}
-	return repo, nil
-}
-
-func parseRevision(escaped string) (string, *hubError) {
-	rev, err := url.PathUnescape(escaped)
-	if err != nil || hub.ValidRevision(rev) != nil {
-		return "", errRevisionNotFound(escaped)
-	}
-	return rev, nil
+	return errEntryNotFound("")
 }

@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,31 @@ func TestETags(t *testing.T) {
 	}
 	if !IsCommit(strings.Repeat("0f", 20)) || IsCommit("main") {
 		t.Error("IsCommit")
+	}
+}
+
+func TestContentIdentities(t *testing.T) {
+	// git hash-object of "hello\n" and of the empty file.
+	if got := GitBlobSHA1([]byte("hello\n")); got != "ce013625030ba8dba906f756967f9e9ca394464a" {
+		t.Errorf("GitBlobSHA1(hello) = %s", got)
+	}
+	if got := GitBlobSHA1(nil); got != "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391" {
+		t.Errorf("GitBlobSHA1(empty) = %s", got)
+	}
+	ptr := string(LFSPointer(strings.Repeat("a", 64), 42))
+	if ptr != "version https://git-lfs.github.com/spec/v1\noid sha256:"+strings.Repeat("a", 64)+"\nsize 42\n" {
+		t.Errorf("pointer %q", ptr)
+	}
+	sum, err := HashContent(context.Background(), strings.NewReader("hello\n"), HashGitSHA1, 6)
+	if err != nil || sum != "ce013625030ba8dba906f756967f9e9ca394464a" {
+		t.Errorf("HashContent = %s, %v", sum, err)
+	}
+	if _, err := HashContent(context.Background(), strings.NewReader("hi"), HashSHA256, 3); err != io.ErrUnexpectedEOF {
+		t.Errorf("short content: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := HashContent(ctx, strings.NewReader("hi"), HashSHA256, 2); err == nil {
+		t.Error("a cancelled hash finished")
 	}
 }

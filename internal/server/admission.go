@@ -119,7 +119,7 @@ func passRepo(escaped string) (hub.Repo, bool) {
 	if !ok {
 		return hub.Repo{}, false
 	}
-	if repo, err := parseRepo(typ, segs[1]+"/"+segs[2]); err == nil {
+	if repo, err := hub.ParseEscapedRepo(typ, segs[1]+"/"+segs[2]); err == nil {
 		return repo, true
 	}
 	return hub.Repo{}, false

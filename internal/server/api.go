@@ -27,12 +27,12 @@ const (
 // caller and revision with Xet fields removed; xet-read-token is refused;
 // everything else passes through uncached.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	ar, err := parseAPIRoute(r.URL.EscapedPath())
+	ar, err := hub.ParseAPIURL(r.URL.EscapedPath())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	repo, named := ar.repo, ar.kind != apiPass
+	repo, named := ar.Repo, ar.Kind != hub.APIOther
 	if !named {
 		repo, named = passRepo(r.URL.EscapedPath())
 	}
@@ -43,14 +43,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch {
-	case ar.kind == apiXetToken:
+	case ar.Kind == hub.APIXetToken:
 		// Never reached when Xet signals are stripped, but a client with a
 		// tree cache filled straight from the Hub may still ask (§2).
 		s.writeError(w, r, &fetch.StatusError{Code: http.StatusNotFound, ErrorCode: "EntryNotFound",
 			Message: "Xet is not available through hubproxy; files are served over plain HTTP"})
-	case (ar.kind == apiInfo || ar.kind == apiTree) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case (ar.Kind == hub.APIInfo || ar.Kind == hub.APITree) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		s.serveCachedJSON(w, r, ar, nil)
-	case ar.kind == apiPathsInfo && r.Method == http.MethodPost:
+	case ar.Kind == hub.APIPathsInfo && r.Method == http.MethodPost:
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIRequestBody+1))
 		if err != nil {
 			s.writeError(w, r, &requestError{"reading the request body: " + err.Error()})
@@ -78,7 +78,7 @@ type envelope struct {
 // Link is rewritten at serve time, since the public URL depends on the request.
 var keptAPIHeaders = []string{"Content-Type", "Link", "X-Repo-Commit", "X-Error-Code", "X-Error-Message", "ETag"}
 
-func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiRoute, body []byte) {
+func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar hub.APIURL, body []byte) {
 	auth := r.Header.Get("Authorization")
 	pathAndQuery := r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
@@ -89,7 +89,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 	// An answer is reused per caller (the key holds a hash of the
 	// credentials) for as long as the access policy lets that caller reuse
 	// an answer about this repo and revision.
-	if cerr == nil && s.opts.Resolver.Reusable(auth, ar.repo, ar.rev, cached.Stored) {
+	if cerr == nil && s.opts.Resolver.Reusable(auth, ar.Repo, ar.Rev, cached.Stored) {
 		info(r).cache = "hit"
 		s.writeEnvelope(w, r, cached)
 		return
@@ -109,7 +109,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		if auth == "" {
 			anonAt = cached.Stored
 		}
-		return s.opts.Resolver.MayServeCached(auth, ar.repo, anonAt)
+		return s.opts.Resolver.MayServeCached(auth, ar.Repo, anonAt)
 	}
 	if s.opts.Offline {
 		if err := fallback(); err != nil {
@@ -148,7 +148,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 		return
 	}
 	defer resp.Body.Close()
-	s.opts.Resolver.Answered(auth, ar.repo, apiOutcome(resp))
+	s.opts.Resolver.Answered(auth, ar.Repo, apiOutcome(resp))
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponseBody+1))
 	info(r).tally.Add(int64(len(data)))
 	if err != nil || len(data) > maxAPIResponseBody {
@@ -168,14 +168,14 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar apiR
 			return
 		}
 		env.Body = stripped
-		if ar.kind == apiInfo {
+		if ar.Kind == hub.APIInfo {
 			if v, ok := visibility(data); ok {
-				s.opts.Resolver.Visible(ar.repo, v)
+				s.opts.Resolver.Visible(ar.Repo, v)
 			}
 		}
-		if ar.kind == apiInfo && ar.rev != "" && !hub.IsCommit(ar.rev) && hub.IsCommit(sha) {
-			if err := s.opts.Store.WriteRef(ar.repo, ar.rev, sha); err != nil {
-				s.log.Warn("writing ref", "repo", ar.repo.String(), "err", err)
+		if ar.Kind == hub.APIInfo && ar.Rev != "" && !hub.IsCommit(ar.Rev) && hub.IsCommit(sha) {
+			if err := s.opts.Store.WriteRef(ar.Repo, ar.Rev, sha); err != nil {
+				s.log.Warn("writing ref", "repo", ar.Repo.String(), "err", err)
 			}
 		}
 		if b, err := json.Marshal(env); err == nil {

@@ -1,8 +1,7 @@
 package server
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
+	"bytes"
 	"fmt"
 	"io"
 	"mime"
@@ -19,7 +18,7 @@ import (
 
 // serveFiles answers HEAD and GET on /{repo}/resolve|raw/{rev}/{path}.
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
-	fr, err := parseFileRoute(r.URL.EscapedPath())
+	fr, err := hub.ParseFileURL(r.URL.EscapedPath())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -28,18 +27,18 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &methodError{allow: "GET, HEAD"})
 		return
 	}
-	if err := s.opts.Admission.repo(fr.repo); err != nil {
+	if err := s.opts.Admission.repo(fr.Repo); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	auth := r.Header.Get("Authorization")
-	if r.Method == http.MethodHead || fr.raw {
-		m, err := s.opts.Files.Stat(r.Context(), auth, fr.repo, fr.rev, fr.path)
+	if r.Method == http.MethodHead || fr.Raw {
+		m, err := s.opts.Files.Stat(r.Context(), auth, fr.Repo, fr.Rev, fr.Path)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if fr.raw && hub.ETagKind(m.ETag) == hub.HashSHA256 {
+		if fr.Raw && hub.ETagKind(m.ETag) == hub.HashSHA256 {
 			// /raw/ on an LFS file is its pointer, exactly as the hub answers.
 			s.servePointer(w, r, m)
 			return
@@ -47,7 +46,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodHead {
 			// HEAD answers from metadata alone and never waits for a fill
 			// (huggingface_hub gives it 10 s), with the status GET would have.
-			setFileHeaders(w.Header(), fr.path, m)
+			setFileHeaders(w.Header(), fr.Path, m)
 			if noneMatch(r.Header.Get("If-None-Match"), m.ETag) {
 				w.WriteHeader(http.StatusNotModified)
 				return
@@ -57,7 +56,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f, err := s.opts.Files.Open(r.Context(), auth, fr.repo, fr.rev, fr.path)
+	f, err := s.opts.Files.Open(r.Context(), auth, fr.Repo, fr.Rev, fr.Path)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -169,13 +168,12 @@ func setFileHeaders(h http.Header, name string, m resolver.Meta) {
 // servePointer answers /raw/ for an LFS file with its git-lfs pointer,
 // which is derived from the sha256 and size alone.
 func (s *Server) servePointer(w http.ResponseWriter, r *http.Request, m resolver.Meta) {
-	ptr := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", m.ETag, m.Size)
-	sum := sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(ptr), ptr)))
+	ptr := hub.LFSPointer(m.ETag, m.Size)
 	h := w.Header()
 	h.Set("X-Repo-Commit", m.Commit)
-	h.Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+	h.Set("ETag", `"`+hub.GitBlobSHA1(ptr)+`"`)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
-	http.ServeContent(w, r, "", time.Time{}, strings.NewReader(ptr))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(ptr))
 }
 
 func escapeRFC5987(s string) string {

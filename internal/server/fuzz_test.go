@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -9,64 +8,6 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
-
-// FuzzParseFileRoute checks that whatever the URL, parsing never panics and
-// anything accepted is safe to put on disk and in an upstream URL, and that
-// re-escaping an accepted route parses back to the same route.
-func FuzzParseFileRoute(f *testing.F) {
-	for _, s := range []string{
-		"/gpt2/resolve/main/config.json", "/org/name/resolve/refs%2Fpr%2F1/a/b.bin", "/datasets/o/d/raw/v1/x",
-		"/org/name/resolve/refs/pr/3/x", "/org/name/resolve/main/..%2F..%2Fetc", "/a/resolve/b/c/raw/d", "/%00/resolve/x/y",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, p string) {
-		fr, err := parseFileRoute(p)
-		if err != nil {
-			var inv *hub.InvalidError
-			if !errors.As(err, &inv) && !errors.Is(err, errNoRoute) {
-				t.Fatalf("parseFileRoute(%q): unexpected error type %T", p, err)
-			}
-			return
-		}
-		if _, err := hub.ParseRepo(fr.repo.Type, fr.repo.ID); err != nil {
-			t.Fatalf("accepted invalid repo %q", fr.repo.ID)
-		}
-		if hub.ValidRevision(fr.rev) != nil || hub.ValidPath(fr.path) != nil {
-			t.Fatalf("accepted invalid rev %q or path %q", fr.rev, fr.path)
-		}
-		marker := "/resolve/"
-		if fr.raw {
-			marker = "/raw/"
-		}
-		segs := strings.Split(fr.path, "/")
-		for i := range segs {
-			segs[i] = url.PathEscape(segs[i])
-		}
-		again := "/" + fr.repo.Type.URLPrefix() + fr.repo.ID + marker + url.PathEscape(fr.rev) + "/" + strings.Join(segs, "/")
-		if fr2, err := parseFileRoute(again); err != nil || fr2 != fr {
-			t.Fatalf("round trip of %q via %q: %+v, %v", p, again, fr2, err)
-		}
-	})
-}
-
-func FuzzParseAPIRoute(f *testing.F) {
-	for _, s := range []string{"/api/models/org/name/tree/main/sub%2Fdir", "/api/datasets/o/d/revision/refs/pr/1", "/api/models/gpt2", "/api/spaces/x/y/paths-info/main"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, p string) {
-		ar, err := parseAPIRoute(p)
-		if err != nil || ar.kind == apiPass {
-			return
-		}
-		if _, err := hub.ParseRepo(ar.repo.Type, ar.repo.ID); err != nil {
-			t.Fatalf("accepted invalid repo %q", ar.repo.ID)
-		}
-		if ar.rev != "" && hub.ValidRevision(ar.rev) != nil || ar.path != "" && hub.ValidPath(ar.path) != nil {
-			t.Fatalf("accepted invalid rev %q or path %q", ar.rev, ar.path)
-		}
-	})
-}
 
 func FuzzParseTensorRoute(f *testing.F) {
 	f.Add("/models/org/m/tensors/model.layers.0.weight", "revision=main&shard=0:1/2")

@@ -64,13 +64,13 @@ func parseTensorRoute(r *http.Request) (tensorRoute, error) {
 	default:
 		return tensorRoute{}, errNoRoute
 	}
-	repo, err := parseRepo(hub.Model, repoEsc)
+	repo, err := hub.ParseEscapedRepo(hub.Model, repoEsc)
 	if err != nil {
 		return tensorRoute{}, err
 	}
 	tr.repo = repo
 	if tr.kind == tensorOne {
-		if tr.name, err = unescape("tensor name", nameEsc); err != nil {
+		if tr.name, err = hub.Unescape("tensor name", nameEsc); err != nil {
 			return tensorRoute{}, err
 		}
 		if tr.name == "" || len(tr.name) > MaxTensorName || !utf8.ValidString(tr.name) ||

@@ -1,4 +1,4 @@
-package dirhub
+package inproc
 
 import (
 	"context"

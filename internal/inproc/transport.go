@@ -1,4 +1,8 @@
-package dirhub
+// Package inproc serves HTTP requests by calling an http.Handler in the same
+// process: an http.Client with Transport(h) talks to h with no socket. The
+// dir: upstream (a directory served as a hub) and the CLI's in-process
+// proxy use it.
+package inproc
 
 import (
 	"context"
@@ -10,10 +14,6 @@ import (
 	"strconv"
 	"sync"
 )
-
-// URL is the upstream URL to pair with Transport (hubproxy's Upstream for a
-// dir: upstream). Its host is never resolved: Transport ignores it.
-const URL = "http://dirhub.local"
 
 // Transport returns an http.RoundTripper that answers every request by
 // calling h in process, whatever the URL's host: hubproxy talks to a dirhub

@@ -1,0 +1,153 @@
+package hub
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestParseFileURL(t *testing.T) {
+	tests := []struct {
+		in   string
+		want FileURL
+	}{
+		{"/gpt2/resolve/main/config.json", FileURL{Repo: Repo{Type: Model, ID: "gpt2"}, Rev: "main", Path: "config.json"}},
+		{"/org/name/resolve/main/a/b.safetensors", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "main", Path: "a/b.safetensors"}},
+		{"/datasets/org/ds/resolve/v1.0/data/x.parquet", FileURL{Repo: Repo{Type: Dataset, ID: "org/ds"}, Rev: "v1.0", Path: "data/x.parquet"}},
+		{"/spaces/org/sp/raw/main/app.py", FileURL{Repo: Repo{Type: Space, ID: "org/sp"}, Raw: true, Rev: "main", Path: "app.py"}},
+		{"/org/name/resolve/refs%2Fpr%2F1/model.bin", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "refs/pr/1", Path: "model.bin"}},
+		{"/org/name/resolve/refs/pr/12/sub/model.bin", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "refs/pr/12", Path: "sub/model.bin"}},
+		{"/org/name/resolve/refs/convert/parquet/x.parquet", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "refs/convert/parquet", Path: "x.parquet"}},
+		{"/org/name/resolve/main/dir%20x/f%C3%A9.txt", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "main", Path: "dir x/fé.txt"}},
+		// A file literally named "resolve" further down does not confuse the split.
+		{"/org/name/resolve/main/resolve/x", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "main", Path: "resolve/x"}},
+	}
+	for _, tt := range tests {
+		got, err := ParseFileURL(tt.in)
+		if err != nil {
+			t.Errorf("ParseFileURL(%q): %v", tt.in, err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("ParseFileURL(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestParseFileURLRejects(t *testing.T) {
+	for _, in := range []string{
+		"/org/name/resolve/main/../../etc/passwd",
+		"/org/name/resolve/main/a/%2E%2E/b",
+		"/org/name/resolve/main/%2Fetc%2Fpasswd",
+		"/org/name/resolve/main/a%00b",
+		"/org/name/resolve/main/",
+		"/org/name/resolve/..%2F..%2Fx/file",
+		"/org/na%ZZme/resolve/main/file",
+		"/a/b/c/resolve/main/file",
+		"/../x/resolve/main/file",
+		"/org/name/resolve/main/a%5Cb",
+	} {
+		_, err := ParseFileURL(in)
+		var inv *InvalidError
+		if !errors.As(err, &inv) {
+			t.Errorf("ParseFileURL(%q) = %v, want *InvalidError", in, err)
+		}
+	}
+	if _, err := ParseFileURL("/org/name/blob/main/x"); !errors.Is(err, ErrNoRoute) {
+		t.Errorf("non-file URL: %v, want ErrNoRoute", err)
+	}
+}
+
+func TestParseAPIURL(t *testing.T) {
+	model := func(id string) Repo { return Repo{Type: Model, ID: id} }
+	tests := []struct {
+		in   string
+		want APIURL
+	}{
+		{"/api/models/gpt2", APIURL{Kind: APIInfo, Repo: model("gpt2")}},
+		{"/api/models/org/name", APIURL{Kind: APIInfo, Repo: model("org/name")}},
+		{"/api/models/org/name/revision/main", APIURL{Kind: APIInfo, Repo: model("org/name"), Rev: "main"}},
+		{"/api/models/org/name/revision/refs%2Fpr%2F3", APIURL{Kind: APIInfo, Repo: model("org/name"), Rev: "refs/pr/3"}},
+		{"/api/models/org/name/revision/refs/pr/3", APIURL{Kind: APIInfo, Repo: model("org/name"), Rev: "refs/pr/3"}},
+		{"/api/datasets/org/ds/tree/main", APIURL{Kind: APITree, Repo: Repo{Type: Dataset, ID: "org/ds"}, Rev: "main"}},
+		{"/api/models/org/name/tree/main/sub%2Fdir", APIURL{Kind: APITree, Repo: model("org/name"), Rev: "main", Path: "sub/dir"}},
+		{"/api/models/org/name/tree/refs/pr/1/sub", APIURL{Kind: APITree, Repo: model("org/name"), Rev: "refs/pr/1", Path: "sub"}},
+		{"/api/models/org/name/paths-info/main", APIURL{Kind: APIPathsInfo, Repo: model("org/name"), Rev: "main"}},
+		{"/api/models/org/name/xet-read-token/main", APIURL{Kind: APIXetToken, Repo: model("org/name"), Rev: "main"}},
+		{"/api/models/org/name/refs", APIURL{Kind: APIOther}},
+		{"/api/whoami-v2", APIURL{Kind: APIOther}},
+		{"/api/models", APIURL{Kind: APIOther}},
+	}
+	for _, tt := range tests {
+		got, err := ParseAPIURL(tt.in)
+		if err != nil {
+			t.Errorf("ParseAPIURL(%q): %v", tt.in, err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("ParseAPIURL(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+	if _, err := ParseAPIURL("/api/models/org/name/tree/main/..%2F..%2Fx"); err == nil {
+		t.Error("traversal in tree path accepted")
+	}
+}
+
+// FuzzParseFileURL checks that whatever the URL, parsing never panics and
+// anything accepted is safe to put on disk and in an upstream URL, and that
+// re-escaping an accepted route parses back to the same route.
+func FuzzParseFileURL(f *testing.F) {
+	for _, s := range []string{
+		"/gpt2/resolve/main/config.json", "/org/name/resolve/refs%2Fpr%2F1/a/b.bin", "/datasets/o/d/raw/v1/x",
+		"/org/name/resolve/refs/pr/3/x", "/org/name/resolve/main/..%2F..%2Fetc", "/a/resolve/b/c/raw/d", "/%00/resolve/x/y",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		fr, err := ParseFileURL(p)
+		if err != nil {
+			var inv *InvalidError
+			if !errors.As(err, &inv) && !errors.Is(err, ErrNoRoute) {
+				t.Fatalf("ParseFileURL(%q): unexpected error type %T", p, err)
+			}
+			return
+		}
+		if _, err := ParseRepo(fr.Repo.Type, fr.Repo.ID); err != nil {
+			t.Fatalf("accepted invalid repo %q", fr.Repo.ID)
+		}
+		if ValidRevision(fr.Rev) != nil || ValidPath(fr.Path) != nil {
+			t.Fatalf("accepted invalid rev %q or path %q", fr.Rev, fr.Path)
+		}
+		marker := "/resolve/"
+		if fr.Raw {
+			marker = "/raw/"
+		}
+		segs := strings.Split(fr.Path, "/")
+		for i := range segs {
+			segs[i] = url.PathEscape(segs[i])
+		}
+		again := "/" + fr.Repo.Type.URLPrefix() + fr.Repo.ID + marker + url.PathEscape(fr.Rev) + "/" + strings.Join(segs, "/")
+		if fr2, err := ParseFileURL(again); err != nil || fr2 != fr {
+			t.Fatalf("round trip of %q via %q: %+v, %v", p, again, fr2, err)
+		}
+	})
+}
+
+func FuzzParseAPIURL(f *testing.F) {
+	for _, s := range []string{"/api/models/org/name/tree/main/sub%2Fdir", "/api/datasets/o/d/revision/refs/pr/1", "/api/models/gpt2", "/api/spaces/x/y/paths-info/main"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		ar, err := ParseAPIURL(p)
+		if err != nil || ar.Kind == APIOther {
+			return
+		}
+		if _, err := ParseRepo(ar.Repo.Type, ar.Repo.ID); err != nil {
+			t.Fatalf("accepted invalid repo %q", ar.Repo.ID)
+		}
+		if ar.Rev != "" && ValidRevision(ar.Rev) != nil || ar.Path != "" && ValidPath(ar.Path) != nil {
+			t.Fatalf("accepted invalid rev %q or path %q", ar.Rev, ar.Path)
+		}
+	})
+}
