@@ -78,7 +78,7 @@ func printCacheLs(w io.Writer, usage []cache.RepoUsage, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tLAST ACCESS")
 	for _, u := range usage {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", u.Repo.ID, u.Repo.Type, u.Blobs, bytesize.Human(u.BlobBytes),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", u.Repo.ID(), u.Repo.Type(), u.Blobs, bytesize.Human(u.BlobBytes),
 			partialCell(u), u.Snapshots, ago(u.LastAccess, now))
 	}
 	return tw.Flush()
@@ -101,7 +101,7 @@ type cacheLsRepo struct {
 func cacheLsJSON(usage []cache.RepoUsage) map[string]any {
 	repos := make([]cacheLsRepo, 0, len(usage))
 	for _, u := range usage {
-		r := cacheLsRepo{Repo: u.Repo.String(), Type: string(u.Repo.Type), ID: u.Repo.ID, Files: u.Blobs, Bytes: u.BlobBytes,
+		r := cacheLsRepo{Repo: u.Repo.String(), Type: string(u.Repo.Type()), ID: u.Repo.ID(), Files: u.Blobs, Bytes: u.BlobBytes,
 			PartialFiles: u.Partials, PartialBytes: u.PartialBytes, Revisions: u.Snapshots}
 		if !u.LastAccess.IsZero() {
 			t := u.LastAccess.UTC()

@@ -109,7 +109,7 @@ func (e *SizeMismatchError) Error() string {
 
 // commit resolves rev to a commit through the repo info API.
 func (c *hubClient) commit(ctx context.Context, repo hub.Repo, rev string) (string, error) {
-	resp, err := c.get(ctx, c.base+"/api/"+repo.Type.Plural()+"/"+repo.ID+"/revision/"+url.PathEscape(rev))
+	resp, err := c.get(ctx, c.base+"/api/"+repo.Type().Plural()+"/"+repo.ID()+"/revision/"+url.PathEscape(rev))
 	if err != nil {
 		return "", err
 	}
@@ -128,7 +128,7 @@ var nextLinkRE = regexp.MustCompile(`<([^>]+)>;\s*rel="next"`)
 
 // list returns every file at commit, following the tree's pagination.
 func (c *hubClient) list(ctx context.Context, repo hub.Repo, commit string) ([]remoteFile, error) {
-	next := c.base + "/api/" + repo.Type.Plural() + "/" + repo.ID + "/tree/" + commit + "?recursive=true&expand=false"
+	next := c.base + "/api/" + repo.Type().Plural() + "/" + repo.ID() + "/tree/" + commit + "?recursive=true&expand=false"
 	var files []remoteFile
 	for pages := 0; next != ""; pages++ {
 		if pages > 100_000 {
@@ -165,7 +165,7 @@ func (c *hubClient) fetch(ctx context.Context, repo hub.Repo, commit string, f r
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	resp, err := c.get(ctx, c.base+"/"+repo.Type.URLPrefix()+repo.ID+"/resolve/"+commit+"/"+strings.Join(segs, "/"))
+	resp, err := c.get(ctx, c.base+"/"+repo.Type().URLPrefix()+repo.ID()+"/resolve/"+commit+"/"+strings.Join(segs, "/"))
 	if err != nil {
 		return err
 	}

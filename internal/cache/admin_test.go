@@ -245,7 +245,7 @@ func TestListAndUsageOnPlainHFCache(t *testing.T) {
 	// A huggingface_hub cache with no .hubproxy/ at all.
 	dir := t.TempDir()
 	data := genData(500, 7)
-	repo := hub.Repo{Type: hub.Dataset, ID: "org/data"}
+	repo := hub.MustRepo(hub.Dataset, "org/data")
 	p := paths{root: dir}
 	os.MkdirAll(filepath.Dir(p.blob(repo, sha256Hex(data))), 0o755)
 	os.WriteFile(p.blob(repo, sha256Hex(data)), data, 0o644)

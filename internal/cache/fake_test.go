@@ -138,7 +138,7 @@ func gitSHA1Hex(b []byte) string {
 }
 
 var (
-	testRepo   = hub.Repo{Type: hub.Model, ID: "org/model"}
+	testRepo   = hub.MustRepo(hub.Model, "org/model")
 	testCommit = strings.Repeat("c", 40)
 )
 

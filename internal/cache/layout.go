@@ -73,7 +73,7 @@ func parseRepoDir(name string) (hub.Repo, bool) {
 // validFile re-checks a File's identifiers before any of them names a file on
 // disk. It is cheap and guards against callers that skipped validation.
 func validFile(f File) error {
-	if _, err := hub.ParseRepo(f.Repo.Type, f.Repo.ID); err != nil {
+	if err := validRepo(f.Repo); err != nil {
 		return err
 	}
 	if !hub.IsCommit(f.Commit) {

@@ -18,7 +18,7 @@ func TestNoExistMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	repo := hub.Repo{Type: hub.Model, ID: "org/m"}
+	repo := hub.MustRepo(hub.Model, "org/m")
 	commit := strings.Repeat("a", 40)
 	if s.NoExist(repo, commit, "adapter_config.json") {
 		t.Fatal("marker before it was written")

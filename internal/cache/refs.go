@@ -14,10 +14,13 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// validRepo re-checks a repo before it names a directory.
+// validRepo refuses the zero Repo, the only invalid one (hub.Repo is valid
+// by construction), before it names a directory.
 func validRepo(r hub.Repo) error {
-	_, err := hub.ParseRepo(r.Type, r.ID)
-	return err
+	if r.IsZero() {
+		return &hub.InvalidError{Field: "repo id", Reason: "no repository named"}
+	}
+	return nil
 }
 
 // WriteRef records that rev resolved to commit, as refs/<rev> holding the

@@ -12,7 +12,7 @@ import (
 
 func TestRefsRoundTrip(t *testing.T) {
 	s := newStore(t, Options{})
-	ds := hub.Repo{Type: hub.Dataset, ID: "ns/data"}
+	ds := hub.MustRepo(hub.Dataset, "ns/data")
 	for _, rev := range []string{"main", "refs/pr/1", "v1.0"} {
 		if _, err := s.ReadRef(ds, rev); !errors.Is(err, ErrNotCached) {
 			t.Errorf("ReadRef(%s) before write = %v, want ErrNotCached", rev, err)
@@ -58,9 +58,13 @@ func TestRefsRejectHostileInput(t *testing.T) {
 			t.Errorf("WriteRef(commit %q) = %v, want *hub.InvalidError", commit, err)
 		}
 	}
-	bad := hub.Repo{Type: hub.Model, ID: "../../etc"}
-	if err := s.WriteRef(bad, "main", testCommit); !errors.As(err, &inv) {
-		t.Errorf("WriteRef(bad repo) = %v", err)
+	// A hostile id cannot become a hub.Repo at all; the zero Repo, the one
+	// invalid value, is refused.
+	if _, err := hub.ParseRepo(hub.Model, "../../etc"); !errors.As(err, &inv) {
+		t.Errorf("ParseRepo(../../etc) = %v", err)
+	}
+	if err := s.WriteRef(hub.Repo{}, "main", testCommit); !errors.As(err, &inv) {
+		t.Errorf("WriteRef(zero repo) = %v", err)
 	}
 	if _, _, err := s.Stat(testRepo, testCommit, "../../../etc/passwd"); !errors.As(err, &inv) {
 		t.Errorf("Stat(hostile path) = %v", err)

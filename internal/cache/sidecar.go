@@ -76,8 +76,8 @@ func (s *Store) saveSidecar(it *item) {
 	}
 	b, err := json.Marshal(sidecar{
 		Version:   sidecarVersion,
-		RepoType:  it.key.repo.Type,
-		RepoID:    it.key.repo.ID,
+		RepoType:  it.key.repo.Type(),
+		RepoID:    it.key.repo.ID(),
 		Commit:    links[0].Commit,
 		Path:      links[0].Path,
 		ETag:      it.key.etag,

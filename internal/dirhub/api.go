@@ -83,16 +83,16 @@ func (h *Hub) serveInfo(w http.ResponseWriter, r *http.Request, rt route) {
 	mongo := sha1.Sum([]byte(rt.repo.String()))
 	info := repoInfoJSON{
 		MongoID:      hex.EncodeToString(mongo[:12]),
-		ID:           rt.repo.ID,
+		ID:           rt.repo.ID(),
 		SHA:          s.commit,
 		LastModified: apiDate(s.date),
 		Tags:         []string{},
 		Siblings:     make([]siblingJSON, len(s.files)),
 	}
-	if rt.repo.Type == hub.Model {
-		info.ModelID = rt.repo.ID
+	if rt.repo.Type() == hub.Model {
+		info.ModelID = rt.repo.ID()
 	}
-	if ns, _, ok := strings.Cut(rt.repo.ID, "/"); ok {
+	if ns, _, ok := strings.Cut(rt.repo.ID(), "/"); ok {
 		info.Author = ns
 	}
 	for i, f := range s.files {

@@ -21,7 +21,7 @@ func TestHashOutlivesTheRequest(t *testing.T) {
 	defer h.Close()
 	h.hashes.sem <- struct{}{} // the only worker is busy: hashing cannot start
 
-	s, herr := h.open(hub.Repo{Type: hub.Model, ID: "org/m"}, "main")
+	s, herr := h.open(hub.MustRepo(hub.Model, "org/m"), "main")
 	if herr != nil {
 		t.Fatal(herr)
 	}

@@ -47,7 +47,7 @@ func (h *Hub) open(repo hub.Repo, rev string) (*snapshot, *hubError) {
 	if isDir(h, repo.CacheDir()) {
 		return h.openHFCache(repo, rev)
 	}
-	if rel, ok := plainDir(repo); ok && isDir(h, rel) && (strings.Contains(repo.ID, "/") || hasTopFile(h, rel)) {
+	if rel, ok := plainDir(repo); ok && isDir(h, rel) && (strings.Contains(repo.ID(), "/") || hasTopFile(h, rel)) {
 		return h.openPlain(repo, rel, rev)
 	}
 	return nil, errRepoNotFound()
@@ -56,14 +56,14 @@ func (h *Hub) open(repo hub.Repo, rev string) (*snapshot, *hubError) {
 // plainDir is where a repo lives as a plain folder. Model namespaces
 // "datasets" and "spaces" are the other kinds' folders, not models.
 func plainDir(repo hub.Repo) (string, bool) {
-	if repo.Type == hub.Model {
-		first, _, _ := strings.Cut(repo.ID, "/")
+	if repo.Type() == hub.Model {
+		first, _, _ := strings.Cut(repo.ID(), "/")
 		if first == "datasets" || first == "spaces" {
 			return "", false
 		}
-		return filepath.FromSlash(repo.ID), true
+		return filepath.FromSlash(repo.ID()), true
 	}
-	return filepath.FromSlash(repo.Type.Plural() + "/" + repo.ID), true
+	return filepath.FromSlash(repo.Type().Plural() + "/" + repo.ID()), true
 }
 
 func isDir(h *Hub, rel string) bool {

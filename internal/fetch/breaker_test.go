@@ -90,7 +90,7 @@ func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 	})
 	clk := &clock{t: time.Now()}
 	c.breaker.now = clk.now
-	repo := hub.Repo{Type: hub.Model, ID: "org/m"}
+	repo := hub.MustRepo(hub.Model, "org/m")
 
 	_, err := c.Resolve(context.Background(), "", repo, "main", "f.json")
 	if !errors.Is(err, ErrUnavailable) {
@@ -134,7 +134,7 @@ func TestTooManyRequestsDoesNotMarkTheUpstreamDown(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	c := newClient(t, up.URL, nil)
-	_, err := c.Resolve(context.Background(), "", hub.Repo{Type: hub.Model, ID: "org/m"}, "main", "f.json")
+	_, err := c.Resolve(context.Background(), "", hub.MustRepo(hub.Model, "org/m"), "main", "f.json")
 	var se *StatusError
 	if !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
 		t.Fatalf("err = %v", err)

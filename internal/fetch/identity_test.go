@@ -101,7 +101,6 @@ func TestResolvePinsDownloadsToTheCommit(t *testing.T) {
 		}
 	})
 	c := newClient(t, up.URL, nil)
-	repo := hub.Repo{Type: hub.Model, ID: "org/m"}
 	for _, tc := range []struct{ repo, rev, path, want string }{
 		{"org/m", "main", "f.json", "/org/m/resolve/" + testCommit + "/f.json"},
 		{"org/m", "v1.0", "dir/f.json", "/org/m/resolve/" + testCommit + "/dir/f.json"},
@@ -110,7 +109,7 @@ func TestResolvePinsDownloadsToTheCommit(t *testing.T) {
 		{"org/m", "main", "resolve/main/f.json", "/org/m/resolve/" + testCommit + "/resolve/main/f.json"},
 		{"org/moved", "main", "f.json", "/api/resolve-cache/models/org/m/" + testCommit + "/f.json"},
 	} {
-		repo.ID = tc.repo
+		repo := hub.MustRepo(hub.Model, tc.repo)
 		m, err := c.Resolve(context.Background(), "", repo, tc.rev, tc.path)
 		if err != nil {
 			t.Fatalf("%s@%s: %v", tc.path, tc.rev, err)

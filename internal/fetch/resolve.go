@@ -36,8 +36,8 @@ type FileMeta struct {
 // for a non-2xx/3xx answer; *ProtocolError when the answer lacks a commit,
 // ETag or size, or redirects badly; ErrUnavailable for network failures.
 func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, path string) (FileMeta, error) {
-	if _, err := hub.ParseRepo(repo.Type, repo.ID); err != nil {
-		return FileMeta{}, err
+	if repo.IsZero() {
+		return FileMeta{}, &hub.InvalidError{Field: "repo id", Reason: "no repository named"}
 	}
 	if err := hub.ValidRevision(rev); err != nil {
 		return FileMeta{}, err
@@ -49,7 +49,7 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 	if err != nil {
 		return FileMeta{}, err
 	}
-	u, err := url.Parse(c.baseStr + "/" + repo.Type.URLPrefix() + repo.ID +
+	u, err := url.Parse(c.baseStr + "/" + repo.Type().URLPrefix() + repo.ID() +
 		"/resolve/" + url.PathEscape(rev) + "/" + escapePath(path))
 	if err != nil {
 		return FileMeta{}, fmt.Errorf("fetch: building the resolve URL for %s: %w", repo, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-var gpt2 = hub.Repo{Type: hub.Model, ID: "org/model"}
+var gpt2 = hub.MustRepo(hub.Model, "org/model")
 
 const sha256ETag = "5f4ba0a5c2a5f0b2b4d5e1b8a3d9f0e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291"
 
@@ -107,7 +107,7 @@ func TestResolveAbsoluteRedirectIsTheMetadata(t *testing.T) {
 func TestResolveEscapesRevisionAndPath(t *testing.T) {
 	up := newServer(t, headHandler(map[string]string{"X-Repo-Commit": testCommit, "ETag": `"e"`, "Content-Length": "1"}))
 	c := newClient(t, up.URL+"/mirror/", func(o *Options) { o.Token = "" })
-	ds := hub.Repo{Type: hub.Dataset, ID: "org/data"}
+	ds := hub.MustRepo(hub.Dataset, "org/data")
 	m, err := c.Resolve(context.Background(), "", ds, "refs/pr/1", "dir/a b#c.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestResolveRejectsInvalidInput(t *testing.T) {
 		repo      hub.Repo
 		rev, path string
 	}{
-		{hub.Repo{Type: hub.Model, ID: "../x"}, "main", "a"},
+		{hub.Repo{}, "main", "a"},
 		{gpt2, "../main", "a"},
 		{gpt2, "main", "../a"},
 		{gpt2, "main", "/etc/passwd"},

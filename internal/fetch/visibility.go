@@ -29,10 +29,10 @@ const maxInfoBody = 16 << 20
 // the proxy token): its answer must describe the repo, not any caller.
 // A refusal comes back as a *StatusError (401/404 RepoNotFound, GatedRepo).
 func (c *Client) Visibility(ctx context.Context, repo hub.Repo) (Visibility, error) {
-	if _, err := hub.ParseRepo(repo.Type, repo.ID); err != nil {
-		return Visibility{}, err
+	if repo.IsZero() {
+		return Visibility{}, &hub.InvalidError{Field: "repo id", Reason: "no repository named"}
 	}
-	u, err := url.Parse(c.baseStr + "/api/" + repo.Type.Plural() + "/" + repo.ID)
+	u, err := url.Parse(c.baseStr + "/api/" + repo.Type().Plural() + "/" + repo.ID())
 	if err != nil {
 		return Visibility{}, fmt.Errorf("fetch: building the repo-info URL for %s: %w", repo, err)
 	}

@@ -35,7 +35,7 @@ func TestVisibilityIsAskedAnonymously(t *testing.T) {
 			io.WriteString(w, tc.body)
 		})
 		c := newClient(t, up.URL, nil) // with a proxy token, which must not be sent
-		v, err := c.Visibility(context.Background(), hub.Repo{Type: hub.Model, ID: "o/m"})
+		v, err := c.Visibility(context.Background(), hub.MustRepo(hub.Model, "o/m"))
 		if h := up.Hits(); len(h) != 1 || h[0].Header.Get("Authorization") != "" || h[0].URI != "/api/models/o/m" {
 			t.Fatalf("%s: requests %+v", tc.body, h)
 		}

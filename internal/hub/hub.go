@@ -52,19 +52,41 @@ func ParseRepoType(plural string) (RepoType, bool) {
 	return "", false
 }
 
-// Repo identifies one repository on the hub.
+// Repo identifies one repository on the hub. It is valid by construction:
+// the only ways to make one are ParseRepo, which validates, and MustRepo for
+// ids known to be valid; its zero value (IsZero) names no repo. So a Repo
+// handed down the stack never needs checking again.
 type Repo struct {
-	Type RepoType
-	ID   string // "name" or "namespace/name", already validated
+	typ RepoType
+	id  string // "name" or "namespace/name", validated
+}
+
+// Type is the repo's kind.
+func (r Repo) Type() RepoType { return r.typ }
+
+// ID is "name" or "namespace/name".
+func (r Repo) ID() string { return r.id }
+
+// IsZero reports whether r is the zero Repo, which names no repository.
+func (r Repo) IsZero() bool { return r.typ == "" }
+
+// MustRepo is ParseRepo for ids known to be valid (constants, tests); it
+// panics on an invalid one.
+func MustRepo(t RepoType, id string) Repo {
+	r, err := ParseRepo(t, id)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // String is the repo as a user writes it: "datasets/ns/name" or "ns/name".
-func (r Repo) String() string { return r.Type.URLPrefix() + r.ID }
+func (r Repo) String() string { return r.Type().URLPrefix() + r.ID() }
 
 // CacheDir is the folder name huggingface_hub uses for r under HF_HUB_CACHE:
 // "models--ns--name".
 func (r Repo) CacheDir() string {
-	return r.Type.Plural() + "--" + strings.ReplaceAll(r.ID, "/", "--")
+	return r.Type().Plural() + "--" + strings.ReplaceAll(r.ID(), "/", "--")
 }
 
 // InvalidError reports an identifier that failed validation. Its message is safe
@@ -110,7 +132,7 @@ func ParseRepo(t RepoType, id string) (Repo, error) {
 			return bad("'--' and '..' are not allowed")
 		}
 	}
-	return Repo{Type: t, ID: id}, nil
+	return Repo{typ: t, id: id}, nil
 }
 
 // MaxRevisionLen bounds revision names; git refs can be long, but not unbounded.

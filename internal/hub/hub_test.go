@@ -30,11 +30,11 @@ func TestParseRepo(t *testing.T) {
 }
 
 func TestRepoNames(t *testing.T) {
-	r := Repo{Type: Dataset, ID: "org/ds"}
-	if r.CacheDir() != "datasets--org--ds" || r.String() != "datasets/org/ds" || r.Type.Plural() != "datasets" {
-		t.Errorf("names: %s %s %s", r.CacheDir(), r.String(), r.Type.Plural())
+	r := MustRepo(Dataset, "org/ds")
+	if r.CacheDir() != "datasets--org--ds" || r.String() != "datasets/org/ds" || r.Type().Plural() != "datasets" {
+		t.Errorf("names: %s %s %s", r.CacheDir(), r.String(), r.Type().Plural())
 	}
-	if m := (Repo{Type: Model, ID: "gpt2"}); m.CacheDir() != "models--gpt2" || m.String() != "gpt2" {
+	if m := (MustRepo(Model, "gpt2")); m.CacheDir() != "models--gpt2" || m.String() != "gpt2" {
 		t.Errorf("model names: %s %s", m.CacheDir(), m.String())
 	}
 }

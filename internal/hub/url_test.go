@@ -12,16 +12,16 @@ func TestParseFileURL(t *testing.T) {
 		in   string
 		want FileURL
 	}{
-		{"/gpt2/resolve/main/config.json", FileURL{Repo: Repo{Type: Model, ID: "gpt2"}, Rev: "main", Path: "config.json"}},
-		{"/org/name/resolve/main/a/b.safetensors", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "main", Path: "a/b.safetensors"}},
-		{"/datasets/org/ds/resolve/v1.0/data/x.parquet", FileURL{Repo: Repo{Type: Dataset, ID: "org/ds"}, Rev: "v1.0", Path: "data/x.parquet"}},
-		{"/spaces/org/sp/raw/main/app.py", FileURL{Repo: Repo{Type: Space, ID: "org/sp"}, Raw: true, Rev: "main", Path: "app.py"}},
-		{"/org/name/resolve/refs%2Fpr%2F1/model.bin", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "refs/pr/1", Path: "model.bin"}},
-		{"/org/name/resolve/refs/pr/12/sub/model.bin", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "refs/pr/12", Path: "sub/model.bin"}},
-		{"/org/name/resolve/refs/convert/parquet/x.parquet", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "refs/convert/parquet", Path: "x.parquet"}},
-		{"/org/name/resolve/main/dir%20x/f%C3%A9.txt", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "main", Path: "dir x/fé.txt"}},
+		{"/gpt2/resolve/main/config.json", FileURL{Repo: MustRepo(Model, "gpt2"), Rev: "main", Path: "config.json"}},
+		{"/org/name/resolve/main/a/b.safetensors", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "a/b.safetensors"}},
+		{"/datasets/org/ds/resolve/v1.0/data/x.parquet", FileURL{Repo: MustRepo(Dataset, "org/ds"), Rev: "v1.0", Path: "data/x.parquet"}},
+		{"/spaces/org/sp/raw/main/app.py", FileURL{Repo: MustRepo(Space, "org/sp"), Raw: true, Rev: "main", Path: "app.py"}},
+		{"/org/name/resolve/refs%2Fpr%2F1/model.bin", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "refs/pr/1", Path: "model.bin"}},
+		{"/org/name/resolve/refs/pr/12/sub/model.bin", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "refs/pr/12", Path: "sub/model.bin"}},
+		{"/org/name/resolve/refs/convert/parquet/x.parquet", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "refs/convert/parquet", Path: "x.parquet"}},
+		{"/org/name/resolve/main/dir%20x/f%C3%A9.txt", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "dir x/fé.txt"}},
 		// A file literally named "resolve" further down does not confuse the split.
-		{"/org/name/resolve/main/resolve/x", FileURL{Repo: Repo{Type: Model, ID: "org/name"}, Rev: "main", Path: "resolve/x"}},
+		{"/org/name/resolve/main/resolve/x", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "resolve/x"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseFileURL(tt.in)
@@ -60,7 +60,7 @@ func TestParseFileURLRejects(t *testing.T) {
 }
 
 func TestParseAPIURL(t *testing.T) {
-	model := func(id string) Repo { return Repo{Type: Model, ID: id} }
+	model := func(id string) Repo { return MustRepo(Model, id) }
 	tests := []struct {
 		in   string
 		want APIURL
@@ -70,7 +70,7 @@ func TestParseAPIURL(t *testing.T) {
 		{"/api/models/org/name/revision/main", APIURL{Kind: APIInfo, Repo: model("org/name"), Rev: "main"}},
 		{"/api/models/org/name/revision/refs%2Fpr%2F3", APIURL{Kind: APIInfo, Repo: model("org/name"), Rev: "refs/pr/3"}},
 		{"/api/models/org/name/revision/refs/pr/3", APIURL{Kind: APIInfo, Repo: model("org/name"), Rev: "refs/pr/3"}},
-		{"/api/datasets/org/ds/tree/main", APIURL{Kind: APITree, Repo: Repo{Type: Dataset, ID: "org/ds"}, Rev: "main"}},
+		{"/api/datasets/org/ds/tree/main", APIURL{Kind: APITree, Repo: MustRepo(Dataset, "org/ds"), Rev: "main"}},
 		{"/api/models/org/name/tree/main/sub%2Fdir", APIURL{Kind: APITree, Repo: model("org/name"), Rev: "main", Path: "sub/dir"}},
 		{"/api/models/org/name/tree/refs/pr/1/sub", APIURL{Kind: APITree, Repo: model("org/name"), Rev: "refs/pr/1", Path: "sub"}},
 		{"/api/models/org/name/paths-info/main", APIURL{Kind: APIPathsInfo, Repo: model("org/name"), Rev: "main"}},
@@ -113,8 +113,8 @@ func FuzzParseFileURL(f *testing.F) {
 			}
 			return
 		}
-		if _, err := ParseRepo(fr.Repo.Type, fr.Repo.ID); err != nil {
-			t.Fatalf("accepted invalid repo %q", fr.Repo.ID)
+		if _, err := ParseRepo(fr.Repo.Type(), fr.Repo.ID()); err != nil {
+			t.Fatalf("accepted invalid repo %q", fr.Repo.ID())
 		}
 		if ValidRevision(fr.Rev) != nil || ValidPath(fr.Path) != nil {
 			t.Fatalf("accepted invalid rev %q or path %q", fr.Rev, fr.Path)
@@ -127,7 +127,7 @@ func FuzzParseFileURL(f *testing.F) {
 		for i := range segs {
 			segs[i] = url.PathEscape(segs[i])
 		}
-		again := "/" + fr.Repo.Type.URLPrefix() + fr.Repo.ID + marker + url.PathEscape(fr.Rev) + "/" + strings.Join(segs, "/")
+		again := "/" + fr.Repo.Type().URLPrefix() + fr.Repo.ID() + marker + url.PathEscape(fr.Rev) + "/" + strings.Join(segs, "/")
 		if fr2, err := ParseFileURL(again); err != nil || fr2 != fr {
 			t.Fatalf("round trip of %q via %q: %+v, %v", p, again, fr2, err)
 		}
@@ -143,8 +143,8 @@ func FuzzParseAPIURL(f *testing.F) {
 		if err != nil || ar.Kind == APIOther {
 			return
 		}
-		if _, err := ParseRepo(ar.Repo.Type, ar.Repo.ID); err != nil {
-			t.Fatalf("accepted invalid repo %q", ar.Repo.ID)
+		if _, err := ParseRepo(ar.Repo.Type(), ar.Repo.ID()); err != nil {
+			t.Fatalf("accepted invalid repo %q", ar.Repo.ID())
 		}
 		if ar.Rev != "" && ValidRevision(ar.Rev) != nil || ar.Path != "" && ValidPath(ar.Path) != nil {
 			t.Fatalf("accepted invalid rev %q or path %q", ar.Rev, ar.Path)

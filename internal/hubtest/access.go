@@ -44,11 +44,11 @@ func (h *Hub) errGated(repo hub.Repo, authed bool) *hubError {
 	if !authed {
 		return &hubError{status: http.StatusUnauthorized, code: CodeGatedRepo, msg: fmt.Sprintf(
 			"Access to %s %s is restricted. You must have access to it and be authenticated to access it. Please log in.",
-			repo.Type, repo.ID)}
+			repo.Type(), repo.ID())}
 	}
 	return &hubError{status: http.StatusForbidden, code: CodeGatedRepo, msg: fmt.Sprintf(
 		"Access to %s %s is restricted and you are not in the authorized list. Visit %s/%s to ask for access.",
-		repo.Type, repo.ID, h.URL, repo)}
+		repo.Type(), repo.ID(), h.URL, repo)}
 }
 
 func errRevisionNotFound(rev string) *hubError {

@@ -112,7 +112,7 @@ func (h *Hub) serveRepoInfo(w http.ResponseWriter, r *http.Request, repo hub.Rep
 	mongo := sha1.Sum([]byte(repo.String()))
 	info := repoInfoJSON{
 		MongoID:      hex.EncodeToString(mongo[:12]),
-		ID:           repo.ID,
+		ID:           repo.ID(),
 		SHA:          c.id,
 		Private:      private,
 		Gated:        false,
@@ -124,10 +124,10 @@ func (h *Hub) serveRepoInfo(w http.ResponseWriter, r *http.Request, repo hub.Rep
 	if gated {
 		info.Gated = "manual"
 	}
-	if repo.Type == hub.Model {
-		info.ModelID = repo.ID
+	if repo.Type() == hub.Model {
+		info.ModelID = repo.ID()
 	}
-	if ns, _, ok := strings.Cut(repo.ID, "/"); ok {
+	if ns, _, ok := strings.Cut(repo.ID(), "/"); ok {
 		info.Author = ns
 	}
 	for _, te := range c.entries {

@@ -81,7 +81,7 @@ func TestGatedMessages(t *testing.T) {
 		t.Errorf("403 message %q", m)
 	}
 	// Approving later opens the repo; revoking closes it again.
-	h.ApproveToken(hub.Repo{Type: hub.Dataset, ID: "acme/g"}, "hf_x")
+	h.ApproveToken(hub.MustRepo(hub.Dataset, "acme/g"), "hf_x")
 	resp, _ = do(t, "GET", h.URL+"/datasets/acme/g/raw/main/a", "Authorization: Bearer hf_x")
 	wantStatus(t, resp, 200)
 	h.RevokeToken("hf_x")
@@ -93,8 +93,8 @@ func TestGatedMessages(t *testing.T) {
 // callers see the change on their next request.
 func TestSetAccessAndGrantToken(t *testing.T) {
 	h := NewT(t, Options{})
-	repo := hub.Repo{Type: hub.Model, ID: "acme/turns"}
-	h.AddRepo(RepoSpec{ID: repo.ID, Files: []File{{Path: "config.json", Data: []byte("{}")}}, ApprovedTokens: []string{"hf_ok"}})
+	repo := hub.MustRepo(hub.Model, "acme/turns")
+	h.AddRepo(RepoSpec{ID: repo.ID(), Files: []File{{Path: "config.json", Data: []byte("{}")}}, ApprovedTokens: []string{"hf_ok"}})
 	url := h.URL + "/acme/turns/resolve/main/config.json"
 	resp, _ := do(t, "HEAD", url)
 	wantStatus(t, resp, 302)

@@ -13,7 +13,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-var model = hub.Repo{Type: hub.Model, ID: "acme/model"}
+var model = hub.MustRepo(hub.Model, "acme/model")
 
 // fixture is the standard repo: a small safetensors file (LFS by suffix), a
 // forced-regular binary, a JSON config and a nested text file.
@@ -33,7 +33,7 @@ func addFixture(t *testing.T, h *Hub) fixture {
 		notes:   []byte("hello notes\n"),
 		big:     RandomBytes(7, lfsThreshold+1),
 	}
-	f.commit = h.AddRepo(RepoSpec{ID: model.ID, Files: []File{
+	f.commit = h.AddRepo(RepoSpec{ID: model.ID(), Files: []File{
 		{Path: "model.safetensors", Data: f.weights},
 		{Path: "config.json", Data: f.config},
 		{Path: "sub/dir/notes.txt", Data: f.notes},
@@ -98,4 +98,4 @@ func refPointer(p []byte) []byte {
 	return []byte("version https://git-lfs.github.com/spec/v1\noid sha256:" + refSHA256(p) + "\nsize " + fmt.Sprint(len(p)) + "\n")
 }
 
-func hubRepo(id string) hub.Repo { return hub.Repo{Type: hub.Model, ID: id} }
+func hubRepo(id string) hub.Repo { return hub.MustRepo(hub.Model, id) }

@@ -89,10 +89,7 @@ func parseFileURL(p string) (fileURL, bool) {
 	if at < 0 {
 		return fileURL{}, false
 	}
-	repo, valid := parseRepo(t, p[:at])
-	if !valid {
-		repo = hub.Repo{Type: t, ID: unescape(p[:at])}
-	}
+	repo, valid := parseRepo(t, p[:at]) // an invalid id leaves the zero Repo: open refuses it
 	return fileURL{repo: repo, valid: valid, raw: marker == "/raw/", rest: p[at+len(marker):]}, true
 }
 
@@ -129,7 +126,7 @@ func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, u fileURL) {
 		// 200 and no redirect, at whatever revision was asked for.
 		h.serveDirect(w, r, c, b, key)
 	case !b.lfs:
-		loc := "/api/resolve-cache/" + u.repo.Type.Plural() + "/" + u.repo.ID + "/" + c.id + "/" +
+		loc := "/api/resolve-cache/" + u.repo.Type().Plural() + "/" + u.repo.ID() + "/" + c.id + "/" +
 			escapePath(p) + "?etag=" + b.oid
 		h.redirect(w, r, loc, nil, nil, false)
 	case h.xet && strings.Contains(r.Header.Get("Accept"), "application/vnd.xet-fileinfo+json"):
@@ -187,7 +184,7 @@ func (h *Hub) redirect(w http.ResponseWriter, r *http.Request, loc string, c *co
 
 // xetTokenRoute is the path a Xet client would refresh its token at.
 func xetTokenRoute(c *commitObj) string {
-	return "/api/" + c.repo.Type.Plural() + "/" + c.repo.ID + "/xet-read-token/" + c.id
+	return "/api/" + c.repo.Type().Plural() + "/" + c.repo.ID() + "/xet-read-token/" + c.id
 }
 
 // serveXetFileInfo answers the JS client's Xet probe (Accept:

@@ -160,7 +160,7 @@ func TestCommitIDsAreDeterministic(t *testing.T) {
 	if c1 != c2 || !hub.IsCommit(c1) {
 		t.Fatalf("commits %q and %q", c1, c2)
 	}
-	n1 := h1.Commit(hub.Repo{Type: hub.Model, ID: "a/b"}, "", spec.Files)
+	n1 := h1.Commit(hub.MustRepo(hub.Model, "a/b"), "", spec.Files)
 	if n1 == c1 {
 		t.Error("a second commit with the same files reused the id")
 	}

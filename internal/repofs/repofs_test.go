@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	repo   = hub.Repo{Type: hub.Model, ID: "org/m"}
+	repo   = hub.MustRepo(hub.Model, "org/m")
 	commit = strings.Repeat("c", 40)
 )
 

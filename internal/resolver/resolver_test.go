@@ -167,7 +167,7 @@ func (s *fakeStore) Stat(repo hub.Repo, commit, path string) (cache.File, bool, 
 }
 
 var (
-	repo    = hub.Repo{Type: hub.Model, ID: "org/m"}
+	repo    = hub.MustRepo(hub.Model, "org/m")
 	commitA = strings.Repeat("a", 40)
 	commitB = strings.Repeat("b", 40)
 )

@@ -16,8 +16,8 @@ func TestGatedContentNeverLeaks(t *testing.T) {
 	const accessTTL = 50 * time.Millisecond
 	e := newEnv(t, hubtest.Options{}, func(c *app.Config) { c.AccessTTL = accessTTL; c.UpstreamToken = "hf_proxy_own" })
 	weights := hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F32", Shape: []int64{256, 256}}}, nil)
-	gated := hub.Repo{Type: hub.Model, ID: "org/gated"}
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: gated.ID, Gated: true, ApprovedTokens: []string{"hf_ok", "hf_revoked", "hf_proxy_own"},
+	gated := hub.MustRepo(hub.Model, "org/gated")
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: gated.ID(), Gated: true, ApprovedTokens: []string{"hf_ok", "hf_revoked", "hf_proxy_own"},
 		Files: []hubtest.File{{Path: "model.safetensors", Data: weights}, {Path: "config.json", Data: []byte(`{"a":1}`)}}})
 
 	requests := []struct {

@@ -46,7 +46,7 @@ func (s *syncBuffer) lines() []map[string]any {
 func TestAccessLogLines(t *testing.T) {
 	h := hubtest.NewT(t, hubtest.Options{})
 	data := hubtest.RandomBytes(61, 300<<10)
-	h.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	h.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	var logs syncBuffer
 	built, err := app.Build(app.Config{Upstream: h.URL, CacheDir: t.TempDir(), BlockSize: blockSize},
 		slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))

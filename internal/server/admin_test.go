@@ -109,7 +109,7 @@ func newAdmin(t *testing.T, e *env, st server.Stager) *httptest.Server {
 func TestAdminStagesTensorsAndShards(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	files := hubtest.ShardedModel("model", 2, 3, 64, 48)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: files})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: files})
 	st := &fakeStager{leases: map[string]*gpu.Lease{}, mem: map[string][]byte{}}
 	admin := newAdmin(t, e, st)
 

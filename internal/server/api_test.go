@@ -30,7 +30,7 @@ var nextLink = regexp.MustCompile(`^<(https?://[^>]+)>;\s+rel="next"$`)
 
 func TestTreePaginationStaysOnTheProxy(t *testing.T) {
 	e := newEnv(t, hubtest.Options{PageSize: 3}, nil)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: manyFiles(7)})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: manyFiles(7)})
 
 	next := "/api/models/org/model/tree/main?recursive=True&expand=False"
 	seen := map[string]int{}
@@ -76,7 +76,7 @@ func TestTreePaginationStaysOnTheProxy(t *testing.T) {
 
 func TestPathsInfoFormAndJSON(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: manyFiles(2)})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: manyFiles(2)})
 	for _, tc := range []struct{ ct, body string }{
 		{"application/x-www-form-urlencoded", "paths=model.safetensors&paths=dir/fa.txt&paths=nope&expand=False"},
 		{"application/json", `{"paths":["model.safetensors","dir/fa.txt","nope"],"expand":true}`},
@@ -109,7 +109,7 @@ func TestPathsInfoFormAndJSON(t *testing.T) {
 
 func TestModelInfoWritesRefsAndBranchMoves(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, func(c *app.Config) { c.RevisionTTL = time.Millisecond })
-	c1 := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "a.txt", Data: []byte("one")}}})
+	c1 := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "a.txt", Data: []byte("one")}}})
 
 	resp, body := e.do(http.MethodGet, "/api/models/org/model/revision/main?expand=sha")
 	var info struct {
@@ -122,7 +122,7 @@ func TestModelInfoWritesRefsAndBranchMoves(t *testing.T) {
 	if err := json.Unmarshal(body, &info); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("model info: %d %v", resp.StatusCode, err)
 	}
-	if info.ID != model.ID || info.SHA != c1 || len(info.Siblings) != 1 {
+	if info.ID != model.ID() || info.SHA != c1 || len(info.Siblings) != 1 {
 		t.Errorf("model info = %+v", info)
 	}
 	if ref, _ := os.ReadFile(filepath.Join(e.dir, "models--org--model", "refs", "main")); string(ref) != c1 {
@@ -154,7 +154,7 @@ func TestModelInfoWritesRefsAndBranchMoves(t *testing.T) {
 func TestOfflineFallbackServesWhatIsCached(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	data := hubtest.RandomBytes(11, 3<<20)
-	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{
 		{Path: "w.safetensors", Data: data}, {Path: "other.bin", Data: hubtest.RandomBytes(12, 2<<20)},
 	}})
 	e.do(http.MethodGet, "/org/model/resolve/main/w.safetensors")
@@ -190,7 +190,7 @@ func TestOfflineFallbackServesWhatIsCached(t *testing.T) {
 
 func TestAPIAnswersAreReusedWithinTheRevisionTTL(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: manyFiles(1)})
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: manyFiles(1)})
 	for _, p := range []string{"/api/models/org/model/revision/main", "/api/models/org/model/tree/" + commit} {
 		e.hub.ResetCounters()
 		for range 3 {

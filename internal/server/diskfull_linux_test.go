@@ -34,7 +34,7 @@ func TestFullDiskStillServesAndDamagesNothing(t *testing.T) {
 	})
 	small := hubtest.RandomBytes(21, 3<<20)
 	big := hubtest.RandomBytes(22, 20<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{
 		{Path: "small.safetensors", Data: small}, {Path: "big.safetensors", Data: big},
 	}})
 	if _, body := e.do(http.MethodGet, "/org/model/resolve/main/small.safetensors"); sha(body) != sha(small) {
@@ -81,7 +81,7 @@ func TestFullDiskDownloadIsStillVerified(t *testing.T) {
 		c.MinFreeBytes = 0
 	})
 	big := hubtest.RandomBytes(23, 20<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "big.safetensors", Data: big}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "big.safetensors", Data: big}}})
 	e.hub.SetFaults(hubtest.Faults{CorruptBytes: hubtest.Fault{N: 1 << 30}, CorruptPath: "big.safetensors"})
 	req, _ := http.NewRequest(http.MethodGet, e.proxy.URL+"/org/model/resolve/main/big.safetensors", nil)
 	resp, err := http.DefaultClient.Do(req)

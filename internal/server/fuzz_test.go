@@ -22,8 +22,8 @@ func FuzzParseTensorRoute(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := hub.ParseRepo(hub.Model, tr.repo.ID); err != nil || hub.ValidRevision(tr.rev) != nil {
-			t.Fatalf("accepted invalid repo %q or revision %q", tr.repo.ID, tr.rev)
+		if _, err := hub.ParseRepo(hub.Model, tr.repo.ID()); err != nil || hub.ValidRevision(tr.rev) != nil {
+			t.Fatalf("accepted invalid repo %q or revision %q", tr.repo.ID(), tr.rev)
 		}
 		if tr.file != "" && hub.ValidPath(tr.file) != nil || len(tr.name) > MaxTensorName {
 			t.Fatalf("accepted invalid file %q or name", tr.file)

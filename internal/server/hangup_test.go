@@ -20,7 +20,7 @@ import (
 func TestClientsThatHangUpDoNotCostReadAhead(t *testing.T) {
 	e := newEnv(t, hubtest.Options{BandwidthPerConn: 1 << 20}, nil)
 	const size = 96 << 20
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: hubtest.RandomBytes(51, size)}}})
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: hubtest.RandomBytes(51, size)}}})
 	e.hub.ResetCounters()
 	const clients, read = 5, 256 << 10
 	for i := range clients {

@@ -24,7 +24,7 @@ func TestMovingBranchNeverMixesCommits(t *testing.T) {
 	a := hubtest.RandomBytes(11, 3_000_000)
 	b := hubtest.RandomBytes(12, 3_000_000)
 	noLFS := new(bool)
-	commitA := e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Gated: true, ApprovedTokens: []string{tok},
+	commitA := e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Gated: true, ApprovedTokens: []string{tok},
 		Files: []hubtest.File{{Path: "data.bin", Data: a, LFS: noLFS}}})
 	auth := "Bearer " + tok
 
@@ -59,7 +59,7 @@ func TestMovingBranchThroughAProxyChain(t *testing.T) {
 	h := hubtest.NewT(t, hubtest.Options{})
 	a := hubtest.RandomBytes(21, 24<<20)
 	b := hubtest.RandomBytes(22, 24<<20)
-	commitA := h.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: a}}})
+	commitA := h.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: a}}})
 
 	start := func(upstream string, revisionTTL time.Duration) *httptest.Server {
 		built, err := app.Build(app.Config{Upstream: upstream, CacheDir: t.TempDir(), BlockSize: blockSize,
@@ -107,7 +107,7 @@ func TestMovingBranchThroughAProxyChain(t *testing.T) {
 func TestExpiredLinkOnTheHubsOwnHostIsRefreshed(t *testing.T) {
 	e := newEnv(t, hubtest.Options{CDNOnHub: true}, nil)
 	data := hubtest.RandomBytes(31, 3<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 	if resp, body := e.do(http.MethodGet, "/org/model/resolve/main/w.safetensors", "Range", "bytes=0-99999"); resp.StatusCode != 206 || !bytes.Equal(body, data[:100000]) {
 		t.Fatalf("first range: %d", resp.StatusCode)
 	}

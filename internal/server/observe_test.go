@@ -14,7 +14,7 @@ import (
 
 func TestMetricsAndReadiness(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{
 		{Path: "model.safetensors", Data: hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F32", Shape: []int64{1024}}}, nil)},
 	}})
 	e.do(http.MethodGet, "/org/model/resolve/main/model.safetensors") // miss
@@ -75,7 +75,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 func TestReadinessIgnoresUpstreamOutages(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	data := hubtest.RandomBytes(3, 200<<10)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	if resp, _ := e.do(http.MethodGet, "/org/model/resolve/main/w.bin"); resp.StatusCode != 200 {
 		t.Fatalf("fill: %d", resp.StatusCode)
 	}

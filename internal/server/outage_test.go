@@ -65,7 +65,7 @@ func TestGatedFilesAreNeverServedToRefusedCallersDuringOutages(t *testing.T) {
 			e := newEnv(t, hubtest.Options{}, withClock(clk, nil))
 			const tok = "hf_granted"
 			weights := hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F32", Shape: []int64{4096}}}, nil)
-			e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, ApprovedTokens: []string{tok}, Files: []hubtest.File{
+			e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), ApprovedTokens: []string{tok}, Files: []hubtest.File{
 				{Path: "config.json", Data: []byte(`{"model_type":"x"}`)}, {Path: "model.safetensors", Data: weights},
 			}})
 			if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/config.json", ""); code != 200 {
@@ -107,7 +107,7 @@ func TestPublicRepoReadWithTokensIsServedDuringAnOutage(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	e := newEnv(t, hubtest.Options{}, withClock(clk, nil))
 	data := hubtest.RandomBytes(41, 300<<10)
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", "Bearer hf_any"); code != 200 {
 		t.Fatalf("fill: %d", code)
 	}
@@ -127,7 +127,7 @@ func TestOutageGraceKeepsGrantedCallersServed(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, withClock(clk, func(c *app.Config) { c.OutageGrace = 24 * time.Hour }))
 	const tok = "hf_granted"
 	data := hubtest.RandomBytes(42, 300<<10)
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Gated: true, ApprovedTokens: []string{tok}, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Gated: true, ApprovedTokens: []string{tok}, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", "Bearer "+tok); code != 200 {
 		t.Fatalf("fill: %d", code)
 	}
@@ -157,7 +157,7 @@ func TestHungUpstreamIsRememberedAndCachedContentServed(t *testing.T) {
 		c.UpstreamCooldown = time.Hour
 	})
 	data := hubtest.RandomBytes(43, 200<<10)
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	const info = "/api/models/org/model/revision/main"
 	if code, _ := e.status(http.MethodGet, "/org/model/resolve/main/w.bin", ""); code != 200 {
 		t.Fatalf("fill: %d", code)
@@ -191,7 +191,7 @@ func TestHungUpstreamIsRememberedAndCachedContentServed(t *testing.T) {
 // public model loads again with the hub gone, probes and all.
 func TestFrameworkLoadReplaysWithTheHubGone(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	commit := e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{
+	commit := e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{
 		{Path: "config.json", Data: []byte(`{"model_type":"bert"}`)},
 		{Path: "model.safetensors", Data: hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F16", Shape: []int64{64}}}, nil)},
 	}})

@@ -87,7 +87,7 @@ func (e *env) do(method, path string, hdr ...string) (*http.Response, []byte) {
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-var model = hub.Repo{Type: hub.Model, ID: "org/model"}
+var model = hub.MustRepo(hub.Model, "org/model")
 
 func lfs() *bool { t := true; return &t }
 
@@ -95,7 +95,7 @@ func TestHeadAnswersWithHubHeaders(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	weights := hubtest.RandomBytes(1, 3<<20)
 	config := []byte(`{"model_type":"gpt2"}`)
-	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{
 		{Path: "model.safetensors", Data: weights}, {Path: "config.json", Data: config},
 	}})
 	e.hub.ResetCounters()
@@ -146,7 +146,7 @@ func TestFullDownloadThenCachedAndHFLayout(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	data := hubtest.RandomBytes(2, 20<<20+12345)
 	small := []byte("hello world\n")
-	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{
 		{Path: "sub/weights.bin", Data: data}, {Path: "README.md", Data: small},
 	}})
 
@@ -198,7 +198,7 @@ func TestFullDownloadThenCachedAndHFLayout(t *testing.T) {
 func TestRangeInTheMiddleOfAColdFile(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	data := hubtest.RandomBytes(3, 200<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "big.safetensors", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "big.safetensors", Data: data}}})
 	e.hub.ResetCounters()
 
 	start := int64(100<<20 + 12345)
@@ -224,7 +224,7 @@ func TestRangeInTheMiddleOfAColdFile(t *testing.T) {
 func TestConcurrentColdReadersShareOneFill(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	data := hubtest.RandomBytes(4, 48<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 	e.hub.ResetCounters()
 
 	const readers = 16
@@ -268,7 +268,7 @@ func TestColdDownloadStreams(t *testing.T) {
 	// bytes must reach the client long before it is done.
 	e := newEnv(t, hubtest.Options{BandwidthPerConn: 4 << 20}, nil)
 	data := hubtest.RandomBytes(5, 32<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 	e.hub.ResetCounters()
 
 	resp, err := http.Get(e.proxy.URL + "/org/model/resolve/main/w.safetensors")
@@ -297,7 +297,7 @@ func TestColdDownloadStreams(t *testing.T) {
 func TestCorruptUpstreamIsNeverPromoted(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	data := hubtest.RandomBytes(6, 5<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 	e.hub.SetFaults(hubtest.Faults{CorruptBytes: hubtest.Fault{N: 1000, Target: hubtest.TargetCDN}, CorruptPath: "w.safetensors"})
 
 	resp, err := http.Get(e.proxy.URL + "/org/model/resolve/main/w.safetensors")
@@ -343,7 +343,7 @@ func TestLyingUpstreamNeverYieldsWrongBytes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, hubtest.Options{}, func(c *app.Config) { c.StallTimeout = 300 * time.Millisecond })
 			data := hubtest.RandomBytes(uint64(10+i), 3<<20)
-			e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+			e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 			e.hub.SetFaults(tc.f)
 			req, _ := http.NewRequest(http.MethodGet, e.proxy.URL+"/org/model/resolve/main/w.safetensors", nil)
 			req.Header.Set("Authorization", "Bearer hf_caller")
@@ -370,7 +370,7 @@ func TestLyingUpstreamNeverYieldsWrongBytes(t *testing.T) {
 
 func TestZeroByteFileAnswersRangeProbes(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "empty.txt", Data: []byte{}}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "empty.txt", Data: []byte{}}}})
 	resp, body := e.do(http.MethodGet, "/org/model/resolve/main/empty.txt", "Range", "bytes=0-0")
 	// The JS client's fileDownloadInfo probes with bytes=0-0 and reads the
 	// size after the '/' of Content-Range.
@@ -387,7 +387,7 @@ func TestRedirectToAnUnlistedHostIsRefused(t *testing.T) {
 	e.cfg.RedirectHosts = []string{"cdn.example"}
 	e.start()
 	data := hubtest.RandomBytes(31, 2<<20)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 	e.hub.SetFaults(hubtest.Faults{RedirectForeign: hubtest.Fault{N: 1}})
 	resp, _ := e.do(http.MethodGet, "/org/model/resolve/main/w.safetensors")
 	if resp.StatusCode != http.StatusBadGateway {
@@ -400,7 +400,7 @@ func TestRedirectToAnUnlistedHostIsRefused(t *testing.T) {
 
 func TestHubErrorsPassThroughWithCodes(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
 	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/gated", Gated: true, ApprovedTokens: []string{"hf_ok"},
 		Files: []hubtest.File{{Path: "w.safetensors", Data: hubtest.RandomBytes(7, 1<<20)}}})
 
@@ -445,7 +445,7 @@ func gitBlobSHA1(b []byte) string {
 
 func TestWrongMethodsGetHubStyleErrors(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
 	for _, p := range []string{"/org/model/resolve/main/a.txt", "/models/org/model/tensors"} {
 		resp, body := e.do(http.MethodPut, p)
 		if resp.StatusCode != 405 || resp.Header.Get("X-Error-Code") != "MethodNotAllowed" || resp.Header.Get("Allow") != "GET, HEAD" || !bytes.Contains(body, []byte(`"error"`)) {

@@ -92,7 +92,7 @@ func TestBodiesMatchTheContract(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	st := &fakeStager{leases: map[string]*gpu.Lease{}, mem: map[string][]byte{}}
 	admin := newAdmin(t, e, st)
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{
 		{Path: "model.safetensors", Data: hubtest.Safetensors([]hubtest.Tensor{{Name: "w", DType: "F32", Shape: []int64{256}}}, nil)},
 	}})
 	resp, err := http.Post(admin.URL+"/gpu/stage", "application/json", strings.NewReader(`{"repo":"org/model","names":["w"]}`))

@@ -61,7 +61,7 @@ type listing struct {
 func TestListShardedModelFromHeadersOnly(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, nil)
 	files := hubtest.ShardedModel("model", 3, 6, 512, 256) // 256 KiB BF16 tensors
-	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: files})
+	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: files})
 	e.hub.ResetCounters()
 
 	resp, body := e.do(http.MethodGet, "/models/org/model/tensors?revision=main")
@@ -109,7 +109,7 @@ func TestLargeHeaderTakesASecondRead(t *testing.T) {
 		ts = append(ts, hubtest.Tensor{Name: fmt.Sprintf("model.layers.%d.mlp.some_long_projection_name.weight", i), DType: "F16", Shape: []int64{4, 4}})
 	}
 	file := hubtest.Safetensors(ts, map[string]string{"format": "pt"})
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "model.safetensors", Data: file}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "model.safetensors", Data: file}}})
 	e.hub.ResetCounters()
 	if resp, body := e.do(http.MethodGet, "/models/org/model/tensors"); resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
@@ -132,7 +132,7 @@ func bigModel(t *testing.T, e *env) (file []byte, big []byte) {
 		{Name: "c.norm", DType: "BF16", Shape: []int64{4096}},
 		{Name: "d.empty", DType: "F32", Shape: []int64{0, 8}},
 	}, map[string]string{"format": "pt"})
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: []hubtest.File{{Path: "model.safetensors", Data: file}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "model.safetensors", Data: file}}})
 	return file, big
 }
 
@@ -242,7 +242,7 @@ func TestSubsetFileIsAValidSafetensorsFile(t *testing.T) {
 	}
 	e := newEnv(t, hubtest.Options{}, nil)
 	files := hubtest.ShardedModel("model", 3, 4, 64, 32)
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: files})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: files})
 	_, body := e.do(http.MethodGet, "/models/org/model/tensors")
 	var l listing
 	json.Unmarshal(body, &l)
@@ -341,7 +341,7 @@ func TestHostileHeadersGetClearErrors(t *testing.T) {
 	}
 	good := hubtest.Safetensors([]hubtest.Tensor{{Name: "ok", DType: "U8", Shape: []int64{3}, Data: []byte{1, 2, 3}}}, nil)
 	fs = append(fs, hubtest.File{Path: "good.safetensors", Data: good})
-	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID, Files: fs})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: fs})
 	for p := range cases {
 		resp, body := e.do(http.MethodGet, "/models/org/model/tensors?file="+p)
 		var msg struct{ Error string }
@@ -375,7 +375,7 @@ func TestIndexOfMissingShardsDoesNotFanOut(t *testing.T) {
 		fmt.Fprintf(&wm, `"t%d":"model-%05d-of-02000.safetensors"`, i, i+1)
 	}
 	wm.WriteString("}}")
-	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID, Files: []hubtest.File{{Path: "model.safetensors.index.json", Data: []byte(wm.String())}}})
+	e.hub.AddRepo(hubtest.RepoSpec{ID: model.ID(), Files: []hubtest.File{{Path: "model.safetensors.index.json", Data: []byte(wm.String())}}})
 	e.hub.ResetCounters()
 	resp, _ := e.do(http.MethodGet, "/models/org/model/tensors")
 	if resp.StatusCode != 404 || resp.Header.Get("X-Error-Code") != "EntryNotFound" {

@@ -13,7 +13,7 @@ import (
 )
 
 // testRepo is the repo the tests ask about; the fake serves any repo alike.
-func testRepo() hub.Repo { return hub.Repo{Type: hub.Model, ID: "org/model"} }
+func testRepo() hub.Repo { return hub.MustRepo(hub.Model, "org/model") }
 
 const fakeCommit = "0123456789abcdef0123456789abcdef01234567"
 

@@ -178,7 +178,7 @@ func checkFetchedOnce(t *testing.T, exp expectations, byPath map[string]int64) {
 	// revisions holds different bytes, so its sizes add up.
 	sizes := map[string]int64{}
 	for _, r := range exp.Repos {
-		repo := hub.Repo{Type: hub.RepoType(r.Type), ID: r.ID}
+		repo := hub.MustRepo(hub.RepoType(r.Type), r.ID)
 		for _, f := range r.Files {
 			sizes[repo.String()+"/"+f.Path] += f.Size
 		}

@@ -172,7 +172,7 @@ func (f repoFixture) install(t *testing.T, h *hubtest.Hub) repoExpect {
 	if typ == "" {
 		typ = hub.Model
 	}
-	repo := hub.Repo{Type: typ, ID: f.id}
+	repo := hub.MustRepo(typ, f.id)
 	var commit string
 	if f.revision == "" {
 		commit = h.AddRepo(hubtest.RepoSpec{Type: typ, ID: f.id, Files: f.files})
