@@ -2,6 +2,8 @@
 # hubproxy: one static binary on distroless, running as uid 65532.
 #   docker build -t hubproxy .
 #   docker run --rm -p 8080:8080 -v hubproxy-cache:/var/cache/hubproxy hubproxy
+# Without a Docker daemon, `make image` builds the same image as an OCI layout
+# (deploy/image); a test keeps the two in agreement.
 # The GPU-staging variant is Dockerfile.cuda.
 
 # Build on the build host's platform and cross-compile: pure Go, no cgo.
@@ -32,4 +34,8 @@ COPY --from=build --chown=65532:65532 /out/run/hubproxy /run/hubproxy
 ENV HUBPROXY_CACHE_DIR=/var/cache/hubproxy
 USER 65532:65532
 EXPOSE 8080
-ENTRYPOINT ["/hubproxy", "serve"]
+# The binary alone is the entrypoint and `serve` the default command, so a
+# Kubernetes pod's args (which replace CMD) name the subcommand: the Helm chart
+# passes [serve, --config=...]; `docker run IMAGE cache du` works too.
+ENTRYPOINT ["/hubproxy"]
+CMD ["serve"]

@@ -18,6 +18,14 @@ build:
 build-cuda:
 	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hubproxy
 
+# image: the static image (Dockerfile's, without a Docker daemon) as an OCI
+# image layout in $(IMAGE_DIR); push it with any OCI tool, e.g.
+# skopeo copy oci:$(IMAGE_DIR):$(VERSION) docker://REGISTRY/hubproxy:$(VERSION)
+IMAGE_DIR ?= bin/image
+.PHONY: image
+image: build
+	$(GO) run ./deploy/image -bin $(BIN) -out $(IMAGE_DIR) -tag $(VERSION)
+
 run: build
 	./$(BIN) serve
 

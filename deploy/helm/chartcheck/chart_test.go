@@ -19,21 +19,28 @@ type expectation struct {
 	tokenRef *corev1.SecretKeySelector // HUBPROXY_UPSTREAM_TOKEN's source; nil: no token
 	replicas int32
 	cachePVC string // claim holding the cache; "" = an emptyDir (standalone only)
-	sidecar  bool   // mode: sidecar
-	native   bool   // hubproxy is a native sidecar (initContainer, restartPolicy Always)
-	gpu      bool   // CUDA image and NVIDIA_* injection on the sidecar
 	upstream string // config upstream; "" = not checked
+	caBundle string // ConfigMap or Secret holding the CA bundle; "" = none
+	// upstreamDir: a dir: upstream, whose directory must be a volume.
+	upstreamDir bool
+
+	sidecar  bool     // mode: sidecar
+	kind     string   // kind of the sidecar's workload; "" = Deployment
+	native   bool     // hubproxy is a native sidecar (initContainer, restartPolicy Always)
+	gpu      bool     // CUDA image and NVIDIA_* injection on the sidecar
+	injected []string // the workload's containers that download through hubproxy
 }
 
-// standaloneKinds is what every standalone rendering holds.
+// standaloneKinds is what every standalone rendering holds. No PDB: with one
+// replica a budget either blocks node drains or protects nothing.
 func standaloneKinds(extra map[string]int) map[string]int {
-	k := map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1}
+	k := map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Deployment": 1, "Service": 1}
 	maps.Copy(k, extra)
 	return k
 }
 
-// expectations lists one entry per scenario; a new ci/*-values.yaml file must
-// add its own, so that nobody adds a rendering nobody checks.
+// expectations lists one entry per scenario; a new ci/ or examples/ values
+// file must add its own, so that nobody adds a rendering nobody checks.
 func expectations() map[string]expectation {
 	chartToken := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hubproxy-upstream-token"}, Key: "token"}
 	return map[string]expectation{
@@ -43,29 +50,48 @@ func expectations() map[string]expectation {
 			cachePVC: "hubproxy-cache",
 		},
 		"full": {
-			kinds:    standaloneKinds(map[string]int{"PersistentVolumeClaim": 1, "Secret": 1, "ServiceMonitor": 1, "NetworkPolicy": 1}),
+			kinds: standaloneKinds(map[string]int{"ConfigMap": 2, "PersistentVolumeClaim": 1, "Secret": 1,
+				"ServiceMonitor": 1, "NetworkPolicy": 1, "PrometheusRule": 1}),
 			tokenRef: chartToken,
 			replicas: 1,
 			cachePVC: "hubproxy-cache",
+			caBundle: "corp-ca",
 		},
 		"emptydir": {
-			kinds:    standaloneKinds(nil),
+			kinds:    standaloneKinds(map[string]int{"PodDisruptionBudget": 1}),
 			tokenRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf-token"}, Key: "HF_TOKEN"},
 			replicas: 3,
 		},
+		"airgapped": {
+			kinds:       standaloneKinds(map[string]int{"PersistentVolumeClaim": 1, "NetworkPolicy": 1}),
+			replicas:    1,
+			cachePVC:    "hubproxy-cache",
+			upstream:    "dir:/models",
+			upstreamDir: true,
+		},
 		"sidecar": {
-			kinds:    map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Secret": 1, "Deployment": 1},
+			kinds:    map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Secret": 1, "Deployment": 1, "PodDisruptionBudget": 1, "PodMonitor": 1, "NetworkPolicy": 1},
 			tokenRef: chartToken,
-			replicas: 1,
+			replicas: 2,
 			sidecar:  true,
 			native:   true,
 			gpu:      true,
 			upstream: "http://hubproxy.hubproxy.svc.cluster.local:8080",
+			injected: []string{"vllm"},
 		},
 		"sidecar-plain": {
+			kinds:    map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "StatefulSet": 1},
+			replicas: 1,
+			sidecar:  true,
+			kind:     "StatefulSet",
+			injected: []string{"embedder"},
+		},
+		examplePrefix + "sidecar-vllm": {
 			kinds:    map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Deployment": 1},
 			replicas: 1,
 			sidecar:  true,
+			native:   true,
+			injected: []string{"vllm"},
 		},
 	}
 }
@@ -96,19 +122,24 @@ func TestChart(t *testing.T) {
 			if exp.upstream != "" && cfg["upstream"] != exp.upstream {
 				t.Errorf("config upstream = %v, want %s", cfg["upstream"], exp.upstream)
 			}
-			deps := ofType[deployment](objs)
-			if len(deps) != 1 {
-				t.Fatalf("%d Deployments, want 1", len(deps))
+			ws := workloads(objs)
+			if len(ws) != 1 {
+				t.Fatalf("%d workloads, want 1", len(ws))
 			}
-			dep := deps[0]
-			if got := dep.Spec.Replicas; got == nil || *got != exp.replicas {
+			w := ws[0]
+			if got := w.replicas; got == nil || *got != exp.replicas {
 				t.Errorf("replicas = %v, want %d", got, exp.replicas)
 			}
-			checkHubproxyPod(t, objs, dep, cfg, exp)
+			checkHubproxyPod(t, objs, w, cfg, exp)
+			checkDisruptionBudget(t, objs, w)
+			checkMonitors(t, objs, w)
+			for _, np := range ofType[networkPolicy](objs) {
+				checkNetworkPolicy(t, np, w, cfg)
+			}
 			if exp.sidecar {
-				checkSidecar(t, dep, cfg, exp)
+				checkSidecar(t, w, cfg, exp)
 			} else {
-				checkStandalone(t, objs, dep, exp)
+				checkStandalone(t, objs, w, exp)
 			}
 		})
 	}

@@ -64,18 +64,27 @@ func allowedConfigKeys(t *testing.T) map[string]bool {
 	return allowed
 }
 
-// checkConfigMap finds the one ConfigMap, parses its hubproxy.yaml strictly and
-// checks every key is one hubproxy knows. It returns the parsed config.
+// configMapOf returns the one ConfigMap holding hubproxy.yaml (others, such
+// as the dashboard's, hold other files).
+func configMapOf(t *testing.T, objs []object) *corev1.ConfigMap {
+	t.Helper()
+	var found []*corev1.ConfigMap
+	for _, cm := range ofType[corev1.ConfigMap](objs) {
+		if _, ok := cm.Data[configKey]; ok {
+			found = append(found, cm)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d ConfigMaps hold %s, want 1", len(found), configKey)
+	}
+	return found[0]
+}
+
+// checkConfigMap finds the config ConfigMap, parses its hubproxy.yaml strictly
+// and checks every key is one hubproxy knows. It returns the parsed config.
 func checkConfigMap(t *testing.T, objs []object, allowed map[string]bool) map[string]any {
 	t.Helper()
-	cms := ofType[corev1.ConfigMap](objs)
-	if len(cms) != 1 {
-		t.Fatalf("%d ConfigMaps, want 1", len(cms))
-	}
-	raw, ok := cms[0].Data[configKey]
-	if !ok {
-		t.Fatalf("ConfigMap %s has no %s (keys %v)", cms[0].Name, configKey, slices.Sorted(maps.Keys(cms[0].Data)))
-	}
+	raw := configMapOf(t, objs).Data[configKey]
 	var cfg map[string]any
 	if err := yaml.UnmarshalStrict([]byte(raw), &cfg); err != nil {
 		t.Fatalf("%s: %v\n%s", configKey, err, raw)

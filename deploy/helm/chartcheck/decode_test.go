@@ -44,6 +44,47 @@ type Endpoint struct {
 	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
 }
 
+// PodMonitor mirrors the part of monitoring.coreos.com/v1 PodMonitor the chart
+// renders; like ServiceMonitor, extend it only after checking the CRD.
+type PodMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              PodMonitorSpec `json:"spec"`
+}
+
+// PodMonitorSpec is the used subset of the CRD's spec.
+type PodMonitorSpec struct {
+	Selector            metav1.LabelSelector `json:"selector"`
+	NamespaceSelector   NamespaceSelector    `json:"namespaceSelector,omitempty"`
+	PodMetricsEndpoints []Endpoint           `json:"podMetricsEndpoints"`
+}
+
+// PrometheusRule mirrors monitoring.coreos.com/v1 PrometheusRule.
+type PrometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Groups []RuleGroup `json:"groups"`
+	} `json:"spec"`
+}
+
+// RuleGroup is one group of a PrometheusRule.
+type RuleGroup struct {
+	Name     string `json:"name"`
+	Interval string `json:"interval,omitempty"`
+	Rules    []Rule `json:"rules"`
+}
+
+// Rule is one alerting or recording rule.
+type Rule struct {
+	Alert       string            `json:"alert,omitempty"`
+	Record      string            `json:"record,omitempty"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
 // kindInfo is how one kind is decoded: the only apiVersion accepted for it and
 // a constructor for its typed object.
 type kindInfo struct {
@@ -71,8 +112,14 @@ func kindOf(kind string) (kindInfo, bool) {
 		return kindInfo{"policy/v1", func() any { return new(policyv1.PodDisruptionBudget) }}, true
 	case "NetworkPolicy":
 		return kindInfo{"networking.k8s.io/v1", func() any { return new(networkingv1.NetworkPolicy) }}, true
+	case "StatefulSet":
+		return kindInfo{"apps/v1", func() any { return new(appsv1.StatefulSet) }}, true
 	case "ServiceMonitor":
 		return kindInfo{"monitoring.coreos.com/v1", func() any { return new(ServiceMonitor) }}, true
+	case "PodMonitor":
+		return kindInfo{"monitoring.coreos.com/v1", func() any { return new(PodMonitor) }}, true
+	case "PrometheusRule":
+		return kindInfo{"monitoring.coreos.com/v1", func() any { return new(PrometheusRule) }}, true
 	}
 	return kindInfo{}, false
 }

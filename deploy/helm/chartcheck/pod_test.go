@@ -4,15 +4,14 @@ import (
 	"path"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
-
-type deployment = appsv1.Deployment
 
 const (
 	hubproxyContainer = "hubproxy"
@@ -98,19 +97,20 @@ func subset(sel, labels map[string]string) bool {
 }
 
 // checkHubproxyPod checks the hubproxy container and its pod, in both modes:
-// non-root, read-only root, no capabilities, probes, mounts, env, token source.
-func checkHubproxyPod(t *testing.T, objs []object, dep *deployment, cfg map[string]any, exp expectation) {
+// non-root, read-only root, no capabilities, probes, mounts, env, token and CA
+// sources. How the container starts is checked by running it (TestChartBoots).
+func checkHubproxyPod(t *testing.T, objs []object, w workload, cfg map[string]any, exp expectation) {
 	t.Helper()
-	spec := &dep.Spec.Template.Spec
+	spec := w.spec()
 	c, _ := findContainer(spec, hubproxyContainer)
 	if c == nil {
-		t.Fatalf("Deployment %s has no %s container", dep.Name, hubproxyContainer)
+		t.Fatalf("%s %s has no %s container", w.kind, w.name, hubproxyContainer)
 	}
-	if !subset(dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels) {
-		t.Errorf("selector %v does not match pod labels %v", dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
+	if w.selector == nil || !subset(w.selector.MatchLabels, w.podLabels()) {
+		t.Errorf("selector %v does not match pod labels %v", w.selector, w.podLabels())
 	}
-	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(dep.Spec.Template.Annotations["checksum/config"]) {
-		t.Errorf("pod annotation checksum/config = %q, want a sha256", dep.Spec.Template.Annotations["checksum/config"])
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(w.template.Annotations["checksum/config"]) {
+		t.Errorf("pod annotation checksum/config = %q, want a sha256", w.template.Annotations["checksum/config"])
 	}
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Error("pod mounts a service account token; hubproxy never calls the API server")
@@ -144,9 +144,6 @@ func checkHubproxyPod(t *testing.T, objs []object, dep *deployment, cfg map[stri
 		t.Errorf("hubproxy: seccompProfile = %+v, want RuntimeDefault", seccomp)
 	}
 
-	if len(c.Args) < 2 || c.Args[0] != "serve" || c.Args[1] != "--config=/etc/hubproxy/"+configKey {
-		t.Errorf("hubproxy args = %q, want serve --config=/etc/hubproxy/%s ...", c.Args, configKey)
-	}
 	port := listenPort(t, cfg)
 	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != port {
 		t.Errorf("hubproxy ports = %+v, want http:%d", c.Ports, port)
@@ -167,9 +164,11 @@ func checkHubproxyPod(t *testing.T, objs []object, dep *deployment, cfg map[stri
 	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
 		t.Error("hubproxy has no memory limit")
 	}
+	if g := spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= configDuration(t, cfg, "shutdown-timeout") {
+		t.Errorf("terminationGracePeriodSeconds %v is not above shutdown-timeout %v: the kubelet would kill transfers hubproxy is draining", g, cfg["shutdown-timeout"])
+	}
 
-	cms := ofType[corev1.ConfigMap](objs)
-	if v := findVolume(spec, mountAt(c, "/etc/hubproxy")); v == nil || v.ConfigMap == nil || len(cms) != 1 || v.ConfigMap.Name != cms[0].Name {
+	if v := findVolume(spec, mountAt(c, "/etc/hubproxy")); v == nil || v.ConfigMap == nil || v.ConfigMap.Name != configMapOf(t, objs).Name {
 		t.Errorf("/etc/hubproxy is not the rendered ConfigMap: %+v", v)
 	}
 	if v := findVolume(spec, mountAt(c, "/tmp")); v == nil || v.EmptyDir == nil {
@@ -189,7 +188,59 @@ func checkHubproxyPod(t *testing.T, objs []object, dep *deployment, cfg map[stri
 	} else if findVolume(spec, socketVolume) != nil {
 		t.Error("admin-socket volume rendered without a unix:// admin-listen")
 	}
+	checkCABundle(t, spec, c, exp)
+	if up, _ := cfg["upstream"].(string); strings.HasPrefix(up, "dir:") != exp.upstreamDir {
+		t.Errorf("upstream %q, want a dir: upstream %v", up, exp.upstreamDir)
+	} else if dir, ok := strings.CutPrefix(up, "dir:"); ok {
+		v := findVolume(spec, mountAt(c, dir))
+		if v == nil || v.PersistentVolumeClaim == nil && v.NFS == nil && v.HostPath == nil && v.CSI == nil {
+			t.Errorf("upstream %s: nothing but the image's empty root is at %s (volume %+v)", up, dir, v)
+		}
+	}
 	checkTokenEnv(t, objs, c, exp)
+}
+
+// checkCABundle wants SSL_CERT_FILE to name a file the bundle's volume puts
+// in place, and nothing of the kind without a bundle.
+func checkCABundle(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, exp expectation) {
+	t.Helper()
+	e := findEnv(c, "SSL_CERT_FILE")
+	if exp.caBundle == "" {
+		if e != nil {
+			t.Errorf("SSL_CERT_FILE = %q without a CA bundle: it would hide the image's roots", e.Value)
+		}
+		return
+	}
+	if e == nil {
+		t.Fatal("CA bundle set, but no SSL_CERT_FILE points at it")
+	}
+	dir, file := path.Split(e.Value)
+	v := findVolume(spec, mountAt(c, path.Clean(dir)))
+	if v == nil {
+		t.Fatalf("SSL_CERT_FILE=%s: no volume is mounted at %s", e.Value, dir)
+	}
+	var name string
+	var items []corev1.KeyToPath
+	switch {
+	case v.ConfigMap != nil:
+		name, items = v.ConfigMap.Name, v.ConfigMap.Items
+	case v.Secret != nil:
+		name, items = v.Secret.SecretName, v.Secret.Items
+	}
+	if name != exp.caBundle || !slices.ContainsFunc(items, func(i corev1.KeyToPath) bool { return i.Path == file }) {
+		t.Errorf("SSL_CERT_FILE=%s is not a key of %s in volume %+v", e.Value, exp.caBundle, v.VolumeSource)
+	}
+}
+
+// configDuration reads a duration key of the rendered config.
+func configDuration(t *testing.T, cfg map[string]any, key string) time.Duration {
+	t.Helper()
+	s, _ := cfg[key].(string)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("config %s = %v: %v", key, cfg[key], err)
+	}
+	return d
 }
 
 // checkTokenEnv wants HUBPROXY_UPSTREAM_TOKEN only from a Secret, and only

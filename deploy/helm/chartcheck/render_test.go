@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,9 +34,12 @@ const (
 	chartDir   = "../hubproxy"
 	configFile = "../../../configs/hubproxy.yaml"
 
-	// release and namespace must match deploy/helm.mk.
-	release   = "hubproxy"
-	namespace = "hubproxy"
+	// release, namespace and kubeVersion must match deploy/helm.mk. The
+	// version is the cluster's as `helm install` would learn it (`helm
+	// template` alone assumes v1.20); tests of older clusters pass their own.
+	release     = "hubproxy"
+	namespace   = "hubproxy"
+	kubeVersion = "1.32.0"
 
 	// helmEnv overrides defaultHelm, e.g. HUBPROXY_HELM=bin/helm or =helm.
 	helmEnv     = "HUBPROXY_HELM"
@@ -44,31 +48,36 @@ const (
 	// defaultScenario renders the chart with its own values.yaml only.
 	defaultScenario = "default"
 	valuesSuffix    = "-values.yaml"
+	// examplePrefix names the scenarios of examples/*-values.yaml, the files
+	// the chart README tells users to start from.
+	examplePrefix = "example-"
 )
 
 // scenario is one set of values the chart is rendered with: the defaults, or
-// the defaults plus one ci/<name>-values.yaml file.
+// the defaults plus one ci/<name>-values.yaml or examples/<name>-values.yaml.
 type scenario struct {
 	name       string
 	valuesFile string // absolute; "" for defaultScenario
 }
 
-// scenarios lists the default rendering plus one per ci/*-values.yaml, the same
-// set deploy/helm.mk renders.
+// scenarios lists the default rendering plus one per ci/*-values.yaml and
+// examples/*-values.yaml, the same set deploy/helm.mk renders.
 func scenarios(t *testing.T) []scenario {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*"+valuesSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
 	out := []scenario{{name: defaultScenario}}
-	for _, f := range files {
-		abs, err := filepath.Abs(f)
+	for _, d := range []struct{ dir, prefix string }{{"ci", ""}, {"examples", examplePrefix}} {
+		files, err := filepath.Glob(filepath.Join(chartDir, d.dir, "*"+valuesSuffix))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, scenario{name: strings.TrimSuffix(filepath.Base(f), valuesSuffix), valuesFile: abs})
+		sort.Strings(files)
+		for _, f := range files {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, scenario{name: d.prefix + strings.TrimSuffix(filepath.Base(f), valuesSuffix), valuesFile: abs})
+		}
 	}
 	return out
 }
@@ -95,8 +104,8 @@ func renderAll(t *testing.T) map[string][]byte {
 		if sc.valuesFile != "" {
 			extra = []string{"--values", sc.valuesFile}
 		}
-		runHelm(t, append([]string{"lint", "--strict", chart}, extra...))
-		out[sc.name] = runHelm(t, append([]string{"template", release, chart, "--namespace", namespace}, extra...))
+		runHelm(t, append([]string{"lint", "--strict", "--kube-version", kubeVersion, chart}, extra...))
+		out[sc.name] = runHelm(t, append([]string{"template", release, chart, "--namespace", namespace, "--kube-version", kubeVersion}, extra...))
 	}
 	return out
 }
@@ -105,6 +114,16 @@ func renderAll(t *testing.T) map[string][]byte {
 // and returns its stdout.
 func runHelm(t *testing.T, args []string) []byte {
 	t.Helper()
+	out, err := tryHelm(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tryHelm runs helm and returns its stdout, or an error carrying its stderr
+// (where helm puts a schema violation or a template's fail message).
+func tryHelm(args []string) ([]byte, error) {
 	helm := strings.Fields(os.Getenv(helmEnv))
 	if len(helm) == 0 {
 		helm = strings.Fields(defaultHelm)
@@ -113,9 +132,36 @@ func runHelm(t *testing.T, args []string) []byte {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", strings.Join(helm, " "), strings.Join(args, " "), err, stderr.String())
+		return nil, fmt.Errorf("%s %s: %v\n%s", strings.Join(helm, " "), strings.Join(args, " "), err, stderr.String())
 	}
-	return stdout.Bytes()
+	return stdout.Bytes(), nil
+}
+
+// renderWith renders the chart with its defaults plus the given helm flags
+// (--set, --values, --kube-version; the last --kube-version wins) and decodes
+// the result strictly.
+func renderWith(t *testing.T, flags ...string) []object {
+	t.Helper()
+	out, err := tryRender(flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeAll(out)
+	if err != nil {
+		t.Fatalf("strict decoding:\n%v", err)
+	}
+	return objs
+}
+
+// tryRender is `helm template` of the chart with flags, the error carrying
+// helm's message.
+func tryRender(flags ...string) ([]byte, error) {
+	chart, err := filepath.Abs(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"template", release, chart, "--namespace", namespace, "--kube-version", kubeVersion}, flags...)
+	return tryHelm(args)
 }
 
 // errEmptyRendering reports a scenario that rendered no object at all.

@@ -59,7 +59,7 @@ func TestStrictDecoding(t *testing.T) {
 		{"duplicate key", strings.Replace(validFixture, "  replicas: 1", "  replicas: 1\n  replicas: 2", 1), errStrict, "replicas"},
 		{"ServiceMonitor typo", strings.Replace(validServiceMonitor, "path:", "pathh:", 1), errStrict, "pathh"},
 		{"old apiVersion", strings.Replace(validFixture, "apps/v1", "extensions/v1beta1", 1), errAPIVersion, "extensions/v1beta1"},
-		{"kind the chart never renders", strings.Replace(validFixture, "kind: Deployment", "kind: StatefulSet", 1), errUnknownKind, "StatefulSet"},
+		{"kind the chart never renders", strings.Replace(validFixture, "kind: Deployment", "kind: DaemonSet", 1), errUnknownKind, "DaemonSet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeStrict([]byte(tc.doc))

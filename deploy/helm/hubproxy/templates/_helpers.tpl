@@ -84,15 +84,89 @@ spends GPU memory and deletes cache data.
 {{- printf "%s:%s%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) .Values.image.cudaTagSuffix }}
 {{- end }}
 
+{{/* The path of a dir: upstream (air-gapped mode), or "". */}}
+{{- define "hubproxy.upstreamDir" -}}
+{{- $up := toString (index .Values.config "upstream") }}
+{{- if hasPrefix "dir:" $up }}{{ trimPrefix "dir:" $up }}{{ end }}
+{{- end }}
+
+{{/* Where the CA bundle is mounted; SSL_CERT_FILE names the file in it. */}}
+{{- define "hubproxy.caBundleDir" -}}/etc/hubproxy-ca{{- end }}
+
+{{/* Labels that select the pods of the current mode. */}}
+{{- define "hubproxy.podSelectorLabels" -}}
+{{ include "hubproxy.selectorLabels" . }}
+app.kubernetes.io/component: {{ eq .Values.mode "sidecar" | ternary "workload" "cache" }}
+{{- end }}
+
+{{/* Replicas of the pods of the current mode. */}}
+{{- define "hubproxy.replicas" -}}
+{{- if eq .Values.mode "sidecar" }}{{ int .Values.sidecar.workload.replicas }}{{ else }}{{ int .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/*
+"true" when hubproxy runs as a native sidecar (an initContainer with
+restartPolicy: Always). Those need Kubernetes 1.29+: on an older API server the
+field is dropped and hubproxy would block the pod as a never-ending init
+container. "auto" falls back to an ordinary container there; true refuses.
+*/}}
+{{- define "hubproxy.nativeSidecar" -}}
+{{- $native := .Values.sidecar.native }}
+{{- $kube := .Capabilities.KubeVersion.Version }}
+{{- $supported := semverCompare ">=1.29.0-0" $kube }}
+{{- if eq (toString $native) "auto" }}
+{{- if $supported }}true{{ end }}
+{{- else if $native }}
+{{- if not $supported }}
+{{- fail (printf "sidecar.native=true needs Kubernetes 1.29 or later (native sidecar containers); this cluster is %s. Use sidecar.native=auto or false (an ordinary container, no start ordering), or pass the cluster's version to `helm template --kube-version`." $kube) }}
+{{- end }}true
+{{- end }}
+{{- end }}
+
+{{/*
+Checks across values that the schema cannot express, made once per rendering
+(configmap.yaml, which every mode renders, includes this). Each failure says
+what to change.
+*/}}
+{{- define "hubproxy.validate" -}}
+{{- $v := .Values }}
+{{- if and $v.caBundle.configMap $v.caBundle.secret }}
+{{- fail "caBundle: set configMap or secret, not both" }}
+{{- end }}
+{{- $dir := include "hubproxy.upstreamDir" . }}
+{{- if $dir }}
+{{- $covered := not (empty $v.upstreamDir.volume) }}
+{{- range $v.extraVolumeMounts }}
+{{- $m := trimSuffix "/" .mountPath }}
+{{- if or (eq $m $dir) (hasPrefix (printf "%s/" $m) $dir) }}{{ $covered = true }}{{ end }}
+{{- end }}
+{{- if not $covered }}
+{{- fail (printf "config.upstream %q: no volume provides %s (the image has no models); set upstreamDir.volume, e.g. {persistentVolumeClaim: {claimName: models, readOnly: true}}, or mount one there with extraVolumes/extraVolumeMounts" (index $v.config "upstream") $dir) }}
+{{- end }}
+{{- else if $v.upstreamDir.volume }}
+{{- fail (printf "upstreamDir.volume is set but config.upstream is %q; air-gapped mode needs config.upstream: dir:<path>" (index $v.config "upstream")) }}
+{{- end }}
+{{- if and $v.serviceMonitor.enabled (eq $v.mode "sidecar") }}
+{{- fail "serviceMonitor: sidecar pods have no Service; use podMonitor.enabled=true" }}
+{{- end }}
+{{- if and $v.serviceMonitor.enabled $v.podMonitor.enabled }}
+{{- fail "serviceMonitor and podMonitor both scrape the same pods; enable one" }}
+{{- end }}
+{{- end }}
+
 {{/*
 The hubproxy container, shared by both modes. Call with a dict:
   root: the top context; image: the image; extraEnv: extra EnvVars (list);
-  native: true to add restartPolicy: Always (native sidecar).
+  native: "true" to add restartPolicy: Always (native sidecar).
+The image's ENTRYPOINT is ["/hubproxy"] and its CMD ["serve"]; args replace
+CMD, so they start with the subcommand.
 */}}
 {{- define "hubproxy.container" -}}
 {{- $root := .root }}
 {{- $v := $root.Values }}
 {{- $socketDir := include "hubproxy.adminSocketDir" $root -}}
+{{- $upstreamDir := include "hubproxy.upstreamDir" $root -}}
+{{- $caSource := or $v.caBundle.configMap $v.caBundle.secret -}}
 - name: hubproxy
   image: {{ .image | quote }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
@@ -120,6 +194,10 @@ The hubproxy container, shared by both modes. Call with a dict:
         secretKeyRef:
           name: {{ include "hubproxy.tokenSecretName" $root }}
           key: {{ $v.upstreamToken.existingSecretKey }}
+    {{- end }}
+    {{- if $caSource }}
+    - name: SSL_CERT_FILE
+      value: {{ include "hubproxy.caBundleDir" $root }}/ca.crt
     {{- end }}
     {{- with .extraEnv }}
     {{- toYaml . | nindent 4 }}
@@ -165,20 +243,75 @@ The hubproxy container, shared by both modes. Call with a dict:
     - name: admin-socket
       mountPath: {{ $socketDir }}
     {{- end }}
+    {{- if $caSource }}
+    - name: ca-bundle
+      mountPath: {{ include "hubproxy.caBundleDir" $root }}
+      readOnly: true
+    {{- end }}
+    {{- if and $upstreamDir $v.upstreamDir.volume }}
+    - name: upstream-dir
+      mountPath: {{ $upstreamDir }}
+      readOnly: true
+    {{- end }}
+    {{- with $v.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end }}
 
 {{/* Volumes every hubproxy pod has besides the cache. */}}
 {{- define "hubproxy.commonVolumes" -}}
+{{- $v := .Values -}}
 - name: config
   configMap:
     name: {{ include "hubproxy.fullname" . }}
 - name: tmp
-  emptyDir: {{ with .Values.tmpSizeLimit }}{ sizeLimit: {{ . }} }{{ else }}{}{{ end }}
+  emptyDir: {{ with $v.tmpSizeLimit }}{ sizeLimit: {{ . }} }{{ else }}{}{{ end }}
 {{- if include "hubproxy.adminSocketDir" . }}
 - name: admin-socket
   emptyDir:
     medium: Memory
     sizeLimit: 1Mi
+{{- end }}
+{{- if $v.caBundle.configMap }}
+- name: ca-bundle
+  configMap:
+    name: {{ $v.caBundle.configMap }}
+    items:
+      - key: {{ $v.caBundle.key }}
+        path: ca.crt
+{{- else if $v.caBundle.secret }}
+- name: ca-bundle
+  secret:
+    secretName: {{ $v.caBundle.secret }}
+    items:
+      - key: {{ $v.caBundle.key }}
+        path: ca.crt
+{{- end }}
+{{- if and (include "hubproxy.upstreamDir" .) $v.upstreamDir.volume }}
+- name: upstream-dir
+  {{- toYaml $v.upstreamDir.volume | nindent 2 }}
+{{- end }}
+{{- with $v.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Scheduling fields shared by both modes' pods. Call with the top context. */}}
+{{- define "hubproxy.podScheduling" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 

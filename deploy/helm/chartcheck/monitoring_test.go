@@ -1,0 +1,228 @@
+package chartcheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// targetLabels are labels Prometheus itself attaches to scraped series
+// (from the target), which expressions may match on.
+var targetLabels = []string{"namespace", "pod", "job", "instance", "container", "service", "endpoint"}
+
+// scrapedMetrics builds hubproxy in process against a fake hub, sends it a
+// little traffic (metric families with labels appear only once used), and
+// returns every series name its /metrics exposes with the label names each
+// carries. Histograms expose name_bucket, name_sum and name_count.
+func scrapedMetrics(t *testing.T) map[string][]string {
+	t.Helper()
+	hub := hubtest.NewT(t, hubtest.Options{})
+	hub.AddRepo(hubtest.RepoSpec{ID: bootRepo, Files: []hubtest.File{
+		{Path: bootFile, Data: []byte(bootData)},
+		{Path: "model.safetensors", Data: hubtest.RandomBytes(1, 3<<20)},
+	}})
+	cfg := app.Defaults()
+	cfg.Upstream, cfg.CacheDir, cfg.AdminListen = hub.URL, t.TempDir(), ""
+	h, err := app.Build(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	srv := httptest.NewServer(h.Main)
+	t.Cleanup(srv.Close)
+	for _, p := range []string{bootFile, "model.safetensors", "missing.json"} {
+		resp, err := http.Get(srv.URL + "/" + bootRepo + "/resolve/main/" + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	add := func(name string, labels []string) {
+		out[name] = slices.Compact(slices.Sorted(slices.Values(append(out[name], labels...))))
+	}
+	for name, f := range families {
+		var labels []string
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName())
+			}
+		}
+		switch f.GetType() {
+		case dto.MetricType_HISTOGRAM:
+			add(name+"_bucket", append(labels, "le"))
+			add(name+"_sum", labels)
+			add(name+"_count", labels)
+		case dto.MetricType_SUMMARY:
+			add(name, append(labels, "quantile"))
+			add(name+"_sum", labels)
+			add(name+"_count", labels)
+		default:
+			add(name, labels)
+		}
+	}
+	return out
+}
+
+// grafanaVar matches Grafana's variables: $__rate_interval stands for a range,
+// the others ($namespace, ${pod}) only appear inside matcher strings.
+var grafanaVar = regexp.MustCompile(`\$\{?(\w+)\}?`)
+
+func grafanaToPromQL(expr string) string {
+	return grafanaVar.ReplaceAllStringFunc(expr, func(v string) string {
+		if strings.Contains(v, "__") {
+			return "5m"
+		}
+		return "x"
+	})
+}
+
+// labelValuesQuery matches a Grafana variable query label_values(selector, label).
+var labelValuesQuery = regexp.MustCompile(`^label_values\((.+),\s*(\w+)\)$`)
+
+// dashboardQueries walks a dashboard's panels (rows nest theirs) and variables
+// and returns every PromQL expression, keyed by where it is.
+func dashboardQueries(t *testing.T, raw string) map[string]string {
+	t.Helper()
+	type target struct {
+		Expr string `json:"expr"`
+	}
+	type panel struct {
+		Title   string   `json:"title"`
+		Targets []target `json:"targets"`
+		Panels  []panel  `json:"panels"`
+	}
+	var dash struct {
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string          `json:"name"`
+				Type  string          `json:"type"`
+				Query json.RawMessage `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal([]byte(raw), &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	out := map[string]string{}
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			for i, tg := range p.Targets {
+				out[fmt.Sprintf("panel %q target %d", p.Title, i)] = grafanaToPromQL(tg.Expr)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(dash.Panels)
+	for _, v := range dash.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		var q struct {
+			Query string `json:"query"`
+		}
+		if err := json.Unmarshal(v.Query, &q); err != nil {
+			json.Unmarshal(v.Query, &q.Query) // older dashboards: a bare string
+		}
+		m := labelValuesQuery.FindStringSubmatch(q.Query)
+		if m == nil {
+			t.Errorf("variable %s: query %q is not label_values(selector, label)", v.Name, q.Query)
+			continue
+		}
+		out["variable "+v.Name] = grafanaToPromQL(m[1])
+	}
+	return out
+}
+
+// TestAlertsAndDashboardNameRealMetrics renders the PrometheusRule and the
+// dashboard and checks every expression against the metrics a real hubproxy
+// exposes: an alert on a misspelt or removed metric never fires, and says
+// nothing about it. Names that are missing are listed together.
+func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
+	objs := renderWith(t, "--set", "prometheusRule.enabled=true", "--set", "grafanaDashboard.enabled=true")
+	exprs := map[string]string{}
+	rules := ofType[PrometheusRule](objs)
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules, want 1", len(rules))
+	}
+	alerts := map[string]bool{}
+	for _, g := range rules[0].Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || alerts[r.Alert] {
+				t.Errorf("rule %q: want a unique alert name", r.Alert)
+			}
+			alerts[r.Alert] = true
+			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("alert %s: want a severity label, a summary and a description", r.Alert)
+			}
+			exprs["alert "+r.Alert] = r.Expr
+		}
+	}
+	var dashboards []string
+	for _, cm := range ofType[corev1.ConfigMap](objs) {
+		if cm.Labels["grafana_dashboard"] != "" {
+			dashboards = append(dashboards, cm.Data["hubproxy.json"])
+		}
+	}
+	if len(dashboards) != 1 {
+		t.Fatalf("%d dashboard ConfigMaps carrying grafana_dashboard, want 1", len(dashboards))
+	}
+	maps.Copy(exprs, dashboardQueries(t, dashboards[0]))
+
+	exported := scrapedMetrics(t)
+	missing := map[string][]string{} // metric → where it is used
+	for _, where := range slices.Sorted(maps.Keys(exprs)) {
+		sels, err := selectors(exprs[where])
+		if err != nil {
+			t.Errorf("%s: %v\n%s", where, err, exprs[where])
+			continue
+		}
+		for _, s := range sels {
+			labels, ok := exported[s.metric]
+			if !ok {
+				missing[s.metric] = append(missing[s.metric], where)
+				continue
+			}
+			for _, l := range s.labels {
+				if !slices.Contains(labels, l) && !slices.Contains(targetLabels, l) {
+					t.Errorf("%s: %s has no label %q (it has %v)", where, s.metric, l, labels)
+				}
+			}
+		}
+	}
+	if len(missing) > 0 {
+		names := slices.Sorted(maps.Keys(missing))
+		for _, n := range names {
+			t.Logf("%s is used by %v", n, missing[n])
+		}
+		t.Errorf("metrics hubproxy does not export: %v", names)
+	}
+}
