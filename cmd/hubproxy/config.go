@@ -85,6 +85,7 @@ var keyHelp = map[string]string{
 	"metadata-timeout":          "limit for one upstream metadata call (resolve, API headers), retries included",
 	"shutdown-timeout":          "on SIGTERM, how long transfers in flight may finish before they are cut",
 	"tensor-header-cache-bytes": "memory for parsed safetensors headers",
+	"access-log-rate":           "successful request lines logged per second at most (errors always); the rest are counted; 0 = every request",
 	"log-level":                 "debug, info, warn or error",
 	"log-format":                "text or json",
 	"admin-listen":              "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it",

@@ -71,9 +71,12 @@ type Config struct {
 	// ShutdownTimeout is how long SIGTERM waits for transfers in flight.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
 	// HeaderCacheBytes bounds the parsed safetensors headers kept in memory.
-	HeaderCacheBytes int64  `mapstructure:"tensor-header-cache-bytes"`
-	LogLevel         string `mapstructure:"log-level"`
-	LogFormat        string `mapstructure:"log-format"`
+	HeaderCacheBytes int64 `mapstructure:"tensor-header-cache-bytes"`
+	// AccessLogRate bounds the successful request lines logged per second;
+	// 0 logs every request.
+	AccessLogRate int    `mapstructure:"access-log-rate"`
+	LogLevel      string `mapstructure:"log-level"`
+	LogFormat     string `mapstructure:"log-format"`
 
 	// GPU staging (admin API).
 	AdminListen          string        `mapstructure:"admin-listen"`
@@ -117,6 +120,7 @@ func Defaults() Config {
 		MetadataTimeout:  10 * time.Second,
 		ShutdownTimeout:  25 * time.Second,
 		HeaderCacheBytes: 64 << 20,
+		AccessLogRate:    100,
 		LogLevel:         "info",
 		LogFormat:        "text",
 		AdminListen:      "unix:///run/hubproxy/admin.sock",
@@ -142,7 +146,7 @@ func (c Config) Validate() error {
 	if c.CacheDir == "" {
 		return errors.New("cache-dir: must be set")
 	}
-	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 || c.HeaderCacheBytes < 0 {
+	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 || c.HeaderCacheBytes < 0 || c.AccessLogRate < 0 {
 		return errors.New("sizes and counts must not be negative")
 	}
 	if c.BlockSize > 0 && c.ChunkSize > 0 && c.ChunkSize < c.BlockSize {
@@ -283,6 +287,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		PublicURL:      cfg.PublicURL,
 		Offline:        cfg.Offline,
 		Now:            cfg.Now,
+		AccessLogRate:  float64(cfg.AccessLogRate),
 		Admission:      admission,
 		Logger:         log.With("component", "server"),
 		Metrics:        m,

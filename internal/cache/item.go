@@ -69,8 +69,9 @@ type item struct {
 	bytes atomic.Int64
 
 	// Guarded by Store.mu.
-	elem    *list.Element // position in Store.lru; nil once removed
-	removed bool          // no longer in Store.items (evicted or failed)
+	elem     *list.Element // position in Store.lru; nil once removed
+	idleElem *list.Element // position in Store.idle while a blob's file stays open unreferenced
+	removed  bool          // no longer in Store.items (evicted or failed)
 
 	// saveMu serialises sidecar saves with each other and with promotion's
 	// removal of the sidecar.
@@ -82,12 +83,13 @@ type item struct {
 	// Guarded by mu.
 	state   itemState
 	err     error    // why the item failed, in stateFailed
-	file    *os.File // open while refs > 0: the sparse data file, or the blob
+	file    *os.File // open while refs > 0 (and for a blob, while in Store.idle): the sparse data file, or the blob
 	present ranges.Set
 	pending ranges.Set              // blocks claimed by fills in flight
 	ahead   map[*aheadFill]struct{} // the read-ahead among those fills, which handles may cancel
 	fails   map[int64]blockFail     // by block offset; cleared when the block arrives
 	links   []link
+	linked  map[link]bool // snapshot symlinks of a blob known to exist, so Open need not check each time
 	changed chan struct{} // closed (and replaced) on every change readers wait for
 }
 

@@ -18,7 +18,10 @@ type Options struct {
 	MaxFills     int           // global cap on concurrent upstream requests; default 16
 	FillTimeout  time.Duration // per upstream chunk request; default 5 min
 	MaxMetaBytes int64         // bound on cached API documents; default DefaultMaxMetaBytes
-	Logger       *slog.Logger  // nil = discard
+	// OpenFiles is how many unreferenced verified blobs keep their file
+	// open for the next reader; default 256, negative for none.
+	OpenFiles int
+	Logger    *slog.Logger // nil = discard
 	// OnFillError, when set, is told each fill that ended early with an
 	// error (not a cancellation), so metrics can say why fills fail.
 	OnFillError func(err error)
@@ -31,6 +34,7 @@ const (
 	DefaultReadAhead   = 4
 	DefaultMaxFills    = 16
 	DefaultFillTimeout = 5 * time.Minute
+	DefaultOpenFiles   = 256
 )
 
 // maxFillAttempts bounds how often a reader restarts a failed fill of the same
@@ -65,6 +69,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FillTimeout == 0 {
 		o.FillTimeout = DefaultFillTimeout
+	}
+	switch {
+	case o.OpenFiles == 0:
+		o.OpenFiles = DefaultOpenFiles
+	case o.OpenFiles < 0:
+		o.OpenFiles = 0
 	}
 	if o.MaxMetaBytes <= 0 {
 		o.MaxMetaBytes = DefaultMaxMetaBytes

@@ -8,6 +8,7 @@ import (
 
 // detachLocked removes it from the index and the budget.
 func (s *Store) detachLocked(it *item) {
+	s.closeIdleLocked(it)
 	if s.items[it.key] == it {
 		delete(s.items, it.key)
 	}

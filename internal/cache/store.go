@@ -80,6 +80,7 @@ type Store struct {
 	// Guarded by mu.
 	items map[itemKey]*item
 	lru   *list.List          // of *item, most recently opened at the front
+	idle  *list.List          // of *item: unreferenced blobs whose file stays open, most recent at the front
 	links map[linkKey]*item   // snapshot entries of partial items, for Stat
 	index map[*item][]linkKey // the links entries of each item, to drop them
 	jan   janitor             // disk work left by removals; partly guarded by mu (see its fields)
@@ -127,6 +128,7 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 		cancel: cancel,
 		items:  make(map[itemKey]*item),
 		lru:    list.New(),
+		idle:   list.New(),
 		links:  make(map[linkKey]*item),
 		index:  make(map[*item][]linkKey),
 	}
@@ -265,6 +267,10 @@ func (s *Store) acquire(f File) (*item, error) {
 		return nil, fmt.Errorf("%w: etag %s is cached with %d bytes, expected %d", ErrUncacheable, f.ETag, it.size, f.Size)
 	}
 	it.refs.Add(1)
+	if it.idleElem != nil {
+		s.idle.Remove(it.idleElem) // referenced again: its open file is in use
+		it.idleElem = nil
+	}
 	s.lru.MoveToFront(it.elem)
 	if !it.complete.Load() {
 		s.indexLinkLocked(it, linkKey{repo: f.Repo, commit: f.Commit, path: f.Path})
@@ -301,6 +307,15 @@ func (s *Store) unindexLinksLocked(it *item) {
 func (s *Store) openFile(it *item, f File) (*os.File, error) {
 	it.mu.Lock()
 	it.addLinkLocked(link{Commit: f.Commit, Path: f.Path})
+	if it.file != nil && it.state == stateComplete && it.refs.Load() == 1 && unlinked(it.file) {
+		// Kept open from an earlier reader, but the blob was deleted
+		// behind the store's back (huggingface-cli delete-cache): the
+		// open file still reads right, yet the cache no longer holds it.
+		_ = it.file.Close()
+		it.file = nil
+		it.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", it.blobPath, fs.ErrNotExist)
+	}
 	if it.file == nil {
 		if it.state == stateComplete {
 			file, err := os.Open(it.blobPath)
@@ -337,11 +352,36 @@ func (s *Store) openFile(it *item, f File) (*os.File, error) {
 		s.startPromote(it)
 	}
 	if complete {
-		if err := s.paths.ensureSymlink(f.Repo, f.Commit, f.Path, f.ETag); err != nil {
-			s.log.Warn("cache: snapshot symlink", "repo", f.Repo.String(), "path", f.Path, "err", err)
-		}
+		s.linkSnapshot(it, f)
 	}
 	return file, nil
+}
+
+// linkSnapshot makes sure the snapshot symlink of a blob opened as f
+// exists, checking the disk only the first time this item is opened under
+// that (commit, path): a hot file would otherwise cost a readlink per
+// request. A link removed behind the store's back (a manual delete-cache)
+// is recreated on the item's next load, not at once.
+func (s *Store) linkSnapshot(it *item, f File) {
+	l := link{Commit: f.Commit, Path: f.Path}
+	it.mu.Lock()
+	done := it.linked[l]
+	it.mu.Unlock()
+	if done {
+		return
+	}
+	if err := s.paths.ensureSymlink(f.Repo, f.Commit, f.Path, f.ETag); err != nil {
+		s.log.Warn("cache: snapshot symlink", "repo", f.Repo.String(), "path", f.Path, "err", err)
+		return
+	}
+	it.mu.Lock()
+	if it.linked == nil {
+		it.linked = make(map[link]bool)
+	}
+	if len(it.linked) < maxLinks {
+		it.linked[l] = true
+	}
+	it.mu.Unlock()
 }
 
 // release drops one reference. The last one closes the item's file, and an
@@ -353,6 +393,14 @@ func (s *Store) release(it *item) {
 		return
 	}
 	it.mu.Lock()
+	if it.state == stateComplete && it.file != nil && !it.removed && s.opts.OpenFiles > 0 {
+		// Keep a verified blob's file open for the next reader, as a web
+		// server's open-file cache does: a hot file then costs no open or
+		// close per request.
+		it.mu.Unlock()
+		s.keepOpenLocked(it)
+		return
+	}
 	file := it.file
 	it.file = nil
 	empty := it.state == statePartial && it.present.Size() == 0
@@ -362,6 +410,31 @@ func (s *Store) release(it *item) {
 	}
 	if empty && !it.removed {
 		s.removeLocked(it)
+	}
+}
+
+// keepOpenLocked puts an unreferenced blob with an open file at the front
+// of the idle list, closing the least recently used beyond OpenFiles.
+func (s *Store) keepOpenLocked(it *item) {
+	it.idleElem = s.idle.PushFront(it)
+	for s.idle.Len() > s.opts.OpenFiles {
+		s.closeIdleLocked(s.idle.Back().Value.(*item))
+	}
+}
+
+// closeIdleLocked closes an idle blob's file and takes it off the idle list.
+func (s *Store) closeIdleLocked(it *item) {
+	if it.idleElem == nil {
+		return
+	}
+	s.idle.Remove(it.idleElem)
+	it.idleElem = nil
+	it.mu.Lock()
+	file := it.file
+	it.file = nil
+	it.mu.Unlock()
+	if file != nil {
+		_ = file.Close()
 	}
 }
 

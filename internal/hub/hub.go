@@ -207,10 +207,22 @@ func ValidPath(p string) error {
 	return nil
 }
 
-var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
-
 // IsCommit reports whether rev is a full 40-hex commit id, which is immutable.
-func IsCommit(rev string) bool { return commitRE.MatchString(rev) }
+func IsCommit(rev string) bool { return isLowerHex(rev, 40) }
+
+// isLowerHex reports whether s is exactly n lowercase hex digits. It runs on
+// every request (commits, ETags), so it is a loop, not a regexp.
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // NormalizeETag strips a weak prefix and quotes, as huggingface_hub's
 // _normalize_etag does; the result names the blob file.
@@ -230,18 +242,14 @@ const (
 	HashGitSHA1          // git blob id: sha1("blob <size>\x00" + content)
 )
 
-var (
-	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	sha1RE   = commitRE
-)
 
 // ETagKind classifies a normalised ETag. Only HashSHA256 and HashGitSHA1 ETags
 // are used as file names in the cache; anything else is served uncached.
 func ETagKind(etag string) HashKind {
 	switch {
-	case sha256RE.MatchString(etag):
+	case isLowerHex(etag, 64):
 		return HashSHA256
-	case sha1RE.MatchString(etag):
+	case isLowerHex(etag, 40):
 		return HashGitSHA1
 	}
 	return HashUnknown

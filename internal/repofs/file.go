@@ -59,6 +59,10 @@ func (f *File) Expect(off, end int64) {
 	f.mu.Unlock()
 }
 
+// Complete reports whether the file is a verified blob in the cache: reads
+// are plain preads of it, never waiting, never going upstream.
+func (f *File) Complete() bool { return f.h != nil && f.h.Complete() }
+
 // Bypassed reports whether reads went (or go) straight to upstream.
 func (f *File) Bypassed() bool { return f.bypassing.Load() }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 //	GET    /gpu/leases         live leases
 //	DELETE /gpu/leases/{id}    release a lease (idempotent)
 //	GET    /cache/stats        the cache's counters
+//	GET    /debug/pprof/…      Go profiles (net/http/pprof)
 
 // Stager is the GPU copier as the admin API uses it.
 type Stager interface {
@@ -58,6 +60,14 @@ func (s *Server) Admin(opts AdminOptions) http.Handler {
 	r.Get("/gpu/leases", a.leases)
 	r.Delete("/gpu/leases/{id}", a.release)
 	r.Get("/cache/stats", a.stats)
+	// Profiles, for finding where time goes under load; never on the
+	// public listener (they can stall the process and reveal internals).
+	r.HandleFunc("/debug/pprof/", pprof.Index)
+	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	r.Handle("/debug/pprof/{profile}", http.HandlerFunc(pprof.Index))
 	return r
 }
 

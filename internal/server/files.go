@@ -65,6 +65,11 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 	s.serveFile(w, r, f)
 }
 
+// sendfileMin is the body size from which a verified blob is served with
+// sendfile on a descriptor of its own; smaller ranges are one pread of the
+// shared descriptor, which costs fewer system calls than opening a file.
+const sendfileMin = 128 << 10
+
 // serveFile answers a GET for an opened file: from the verified blob with
 // sendfile when it is one, else through the File's lazy, verified reads.
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.File) {
@@ -78,15 +83,23 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.Fil
 		w.Header().Set("Content-Range", "bytes */0")
 	}
 	rng := parseRange(r.Header.Get("Range"), m.Size)
-	if blob, err := f.Blob(); err == nil {
-		// Verified and complete: serve the file itself, so net/http can
-		// use sendfile and no byte passes through user space.
-		defer blob.Close()
+	if f.Complete() {
 		if rng.whole || rng.single {
 			s.observeCache(r, rng.end-rng.start, rng.end-rng.start)
 		}
-		http.ServeContent(w, r, "", time.Time{}, blob)
-		return
+		if rng.single && rng.end-rng.start < sendfileMin {
+			// A small range of a verified blob: one pread of the file the
+			// cache keeps open, no open, seek or close per request.
+			http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(f, 0, m.Size))
+			return
+		}
+		if blob, err := f.Blob(); err == nil {
+			// A large body: serve the file itself, so net/http can use
+			// sendfile and no byte passes through user space.
+			defer blob.Close()
+			http.ServeContent(w, r, "", time.Time{}, blob)
+			return
+		}
 	}
 	if rng.whole || rng.single {
 		f.Expect(rng.start, rng.end)

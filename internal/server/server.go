@@ -87,6 +87,10 @@ type Options struct {
 	MetricsHandler http.Handler
 	// Now is the clock for API answer reuse; nil means time.Now.
 	Now func() time.Time
+	// AccessLogRate bounds the successful request lines logged per second
+	// (errors are always logged); the excess is counted in a summary
+	// line. 0 logs every request.
+	AccessLogRate float64
 	// Admission narrows who may use the proxy and for which repos; nil
 	// admits every caller and repo (upstream still decides access).
 	Admission *Admission
@@ -100,6 +104,7 @@ type Options struct {
 type Server struct {
 	opts   Options
 	log    *slog.Logger
+	logs   *logBudget // successful request lines per second
 	router chi.Router
 }
 
@@ -112,7 +117,7 @@ func New(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, log: log}
+	s := &Server{opts: opts, log: log, logs: newLogBudget(opts.AccessLogRate, opts.Now)}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
 	s.routeErrors(r)
@@ -270,6 +275,15 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		}
 		if !s.log.Enabled(r.Context(), level) {
 			return
+		}
+		if sw.status < 400 && level == slog.LevelInfo {
+			ok, skipped := s.logs.take()
+			if skipped > 0 {
+				s.log.LogAttrs(r.Context(), slog.LevelInfo, "request lines not logged (access-log-rate)", slog.Int64("requests", skipped))
+			}
+			if !ok {
+				return
+			}
 		}
 		// The path is logged without its query; Authorization never is.
 		attrs := []slog.Attr{
