@@ -242,7 +242,6 @@ const (
 	HashGitSHA1          // git blob id: sha1("blob <size>\x00" + content)
 )
 
-
 // ETagKind classifies a normalised ETag. Only HashSHA256 and HashGitSHA1 ETags
 // are used as file names in the cache; anything else is served uncached.
 func ETagKind(etag string) HashKind {

@@ -14,11 +14,11 @@ type logBudget struct {
 	rate float64 // lines per second; 0 means unlimited
 	now  func() time.Time
 
-	mu       sync.Mutex
-	tokens   float64   // guarded by mu
-	last     time.Time // guarded by mu
-	skipped  int64     // successful lines not logged since the last summary; guarded by mu
-	summary  time.Time // when the last summary was due; guarded by mu
+	mu      sync.Mutex
+	tokens  float64   // guarded by mu
+	last    time.Time // guarded by mu
+	skipped int64     // successful lines not logged since the last summary; guarded by mu
+	summary time.Time // when the last summary was due; guarded by mu
 }
 
 const summaryEvery = 10 * time.Second
