@@ -29,7 +29,8 @@ func (r BenchResult) Speedup() float64 {
 // through the same pipeline Stage uses (but without readers, so it is the
 // copy ceiling), once from pageable memory. Each method gets one untimed
 // BufferSize warm-up copy first. The device memory counts against the
-// budget while Bench runs and is freed before it returns. Bench shares the
+// budget while Bench runs and is freed before it returns (or kept until
+// Close, like Stage's, if that cannot be done safely). Bench shares the
 // pinned pool with concurrent stagings, which slows both.
 func (c *Copier) Bench(ctx context.Context, device int, size int64) (BenchResult, error) {
 	if err := c.enter(); err != nil {
@@ -49,54 +50,56 @@ func (c *Copier) Bench(ctx context.Context, device int, size int64) (BenchResult
 	if err := c.reserve(d, size); err != nil {
 		return BenchResult{}, err
 	}
-	defer c.unreserve(d, size)
 	dptr, err := c.drv.alloc(device, size)
 	if err != nil {
+		c.unreserve(d, size)
 		return BenchResult{}, err
 	}
-	r, err := c.bench(ctx, device, dptr, size)
-	if ferr := c.drv.free(device, dptr); ferr != nil {
+	r, settled, err := c.bench(ctx, device, dptr, size)
+	if ferr := c.dispose(allocation{dev: d, dptr: dptr, bytes: size}, settled); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
 	return r, err
 }
 
-// bench runs both measurements into the allocation at dptr.
-func (c *Copier) bench(ctx context.Context, dev int, dptr uint64, size int64) (BenchResult, error) {
-	r := BenchResult{Device: dev, Bytes: size}
+// bench runs both measurements into the allocation at dptr. settled is
+// false if a pump left copies into dptr unconfirmed. The timings use the
+// system clock, not Copier.clock: they measure the machine.
+func (c *Copier) bench(ctx context.Context, dev int, dptr uint64, size int64) (r BenchResult, settled bool, err error) {
+	r = BenchResult{Device: dev, Bytes: size}
 	noFill := func(context.Context, []byte, int64) error { return nil }
 	piece := min(size, c.opts.BufferSize)
-	if err := c.pump(ctx, dev, dptr, piece, noFill); err != nil {
-		return r, err
+	if settled, err := c.pump(ctx, dev, dptr, piece, noFill); err != nil {
+		return r, settled, err
 	}
 	start := time.Now()
-	if err := c.pump(ctx, dev, dptr, size, noFill); err != nil {
-		return r, err
+	if settled, err := c.pump(ctx, dev, dptr, size, noFill); err != nil {
+		return r, settled, err
 	}
 	r.Pinned = time.Since(start)
 
 	buf, err := c.drv.pageable(piece)
 	if err != nil {
-		return r, err
+		return r, true, err
 	}
 	defer c.drv.freePageable(buf)
 	clear(buf) // fault the pages in before timing
 	if err := c.drv.copyToDevice(dev, dptr, buf); err != nil {
-		return r, err
+		return r, true, err
 	}
 	start = time.Now()
 	for off := int64(0); off < size; off += piece {
 		if err := ctx.Err(); err != nil {
-			return r, context.Cause(ctx)
+			return r, true, context.Cause(ctx)
 		}
 		if err := c.drv.copyToDevice(dev, dptr+uint64(off), buf[:min(piece, size-off)]); err != nil {
-			return r, err
+			return r, true, err
 		}
 	}
 	r.Pageable = time.Since(start)
 	r.PinnedGBps = gbps(size, r.Pinned)
 	r.PageableGBps = gbps(size, r.Pageable)
-	return r, nil
+	return r, true, nil
 }
 
 func gbps(n int64, d time.Duration) float64 {

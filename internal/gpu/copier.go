@@ -18,6 +18,7 @@ type Copier struct {
 	opts   Options
 	drv    driver // nil when unavailable
 	reason error  // why drv is nil; wraps ErrUnavailable
+	clock  clock  // lease expiry; the system clock outside tests
 	devs   []*devState
 	pool   *pool
 	// life is the copier's lifetime: Close cancels it, which aborts stagings
@@ -39,6 +40,9 @@ type Copier struct {
 	// Guarded by mu.
 	closed bool
 	leases map[string]*lease
+	// stranded is device memory no lease holds that could not be freed
+	// safely (see dispose); Close frees it.
+	stranded []allocation
 }
 
 // devState is the copier's view of one device.
@@ -54,7 +58,9 @@ type devState struct {
 	attachMu sync.Mutex
 	attached atomic.Bool
 
-	// Guarded by Copier.mu.
+	// Guarded by Copier.mu. Bytes of live leases, of stagings and Bench
+	// runs in progress, and of stranded allocations: the driver may still
+	// hold those, so the budget keeps counting them.
 	leased int64
 }
 
@@ -73,11 +79,12 @@ func Open(opts Options) (*Copier, error) {
 	if err != nil {
 		return &Copier{opts: opts, reason: err}, nil
 	}
-	return newCopier(opts, drv), nil
+	return newCopier(opts, drv, systemClock{}), nil
 }
 
-// newCopier builds a copier over a loaded and initialised driver.
-func newCopier(opts Options, drv driver) *Copier {
+// newCopier builds a copier over a loaded and initialised driver. opts has
+// its defaults filled in. Tests call it with a fake driver and clock.
+func newCopier(opts Options, drv driver, clk clock) *Copier {
 	n := drv.deviceCount()
 	if n == 0 {
 		return &Copier{opts: opts, reason: fmt.Errorf("%w: no CUDA devices", ErrUnavailable)}
@@ -101,6 +108,7 @@ func newCopier(opts Options, drv driver) *Copier {
 	c := &Copier{
 		opts:       opts,
 		drv:        drv,
+		clock:      clk,
 		devs:       devs,
 		pool:       newPool(opts.PinnedBuffers),
 		life:       life,
@@ -134,7 +142,10 @@ func (c *Copier) leave() { c.ops.Done() }
 
 // Devices lists the driver's devices. FreeBytes is -1 for a device the
 // copier has not used yet: cuMemGetInfo needs a context on the device, and
-// creating one just to list it would cost device memory on every GPU.
+// creating one just to list it would cost device memory on every GPU. It
+// is -1 too where cuMemGetInfo fails, as it does on every call once a
+// device's context has died of an asynchronous fault: the listing is what
+// an operator looks at then, so one bad device must not take it down.
 func (c *Copier) Devices() ([]Device, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
@@ -146,7 +157,10 @@ func (c *Copier) Devices() ([]Device, error) {
 		if d.attached.Load() {
 			free, _, err := c.drv.memInfo(i)
 			if err != nil {
-				return nil, err
+				// Debug: listings are polled, and the stagings on the
+				// device report the same failure where it matters.
+				c.opts.Logger.Debug("gpu: cuMemGetInfo failed", "device", i, "err", err)
+				continue
 			}
 			out[i].FreeBytes = free
 		}
@@ -222,16 +236,38 @@ func (c *Copier) Close() error {
 	c.ops.Wait()
 	c.fills.Wait()
 
+	// Nothing runs now but what the driver still has queued: copies whose
+	// stream could not be drained when they failed. Drain every stream
+	// first, so that no memory is freed under a copy.
 	var errs []error
+	for i, d := range c.devs {
+		if d.attached.Load() {
+			for s := range c.opts.Streams {
+				errs = append(errs, c.drv.syncStream(i, s))
+			}
+		}
+	}
 	c.mu.Lock()
 	ls := make([]*lease, 0, len(c.leases))
 	for id, l := range c.leases {
 		ls = append(ls, l)
 		delete(c.leases, id)
 	}
+	stranded := c.stranded
+	c.stranded = nil
 	c.mu.Unlock()
 	for _, l := range ls {
 		errs = append(errs, c.freeLease(l))
+	}
+	// Stranded memory gets one more try now that its copies are drained.
+	// A free that fails again is only reported: detach below ends the
+	// context, and with it everything allocated in it.
+	for _, a := range stranded {
+		if err := c.drv.free(a.dev.index, a.dptr); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.unreserve(a.dev, a.bytes)
 	}
 	errs = append(errs, c.pool.free(c.drv))
 	for i, d := range c.devs {

@@ -26,20 +26,34 @@
 //
 // A lease lives until Release or until Options.LeaseTTL passes (Renew
 // restarts it); a reaper goroutine frees expired leases, so a consumer that
-// crashes never strands device memory. Options.DeviceBudget caps the bytes
-// leased per device; staging is refused with ErrBudget rather than left to
-// fail in the driver. The consumer must stop using its imported mapping
-// before the lease ends.
+// crashes never strands device memory. A lease is gone from the moment it
+// expires, whether or not the reaper has freed it yet. Options.DeviceBudget
+// caps the bytes leased per device; staging is refused with ErrBudget
+// rather than left to fail in the driver. Memory the driver could not free,
+// or that a copy might still be writing, stays counted until Close. The
+// consumer must stop using its imported mapping before the lease ends.
 //
 // # Testing
 //
-// The cuda-tagged tests build a fake driver (testdata/fakecuda, plain C:
-// host memory, a worker thread per stream, per-thread contexts, call
-// counters, injectable failures) with gcc and load it through
-// Options.DriverPath, the same dlopen path the real driver takes:
+// The pipeline, leases, budget and pool sit above the driver interface and
+// a clock (clock.go), so plain
+//
+//	go test -race ./internal/gpu/
+//
+// tests them against a fake driver written in Go (fakedriver_test.go:
+// device memory as byte slices, copies that run only when waited for,
+// misuse checks, call counts, injected and sticky failures, allocation
+// granularity, leak reports) and a manual clock that moves lease expiry
+// without sleeping.
+//
+// The cuda-tagged tests prove the cgo boundary: they build a fake driver
+// library (testdata/fakecuda, plain C: host memory, a worker thread per
+// stream, per-thread contexts, call counters, injectable failures) with
+// gcc and load it through Options.DriverPath, the same dlopen path the
+// real driver takes:
 //
 //	go test -race -tags cuda ./internal/gpu/
 //
-// With HUBPROXY_TEST_CUDA_DRIVER=libcuda.so.1 the same tests run against a
+// With HUBPROXY_TEST_CUDA_DRIVER=libcuda.so.1 those tests run against a
 // real GPU, skipping the checks that need the fake's counters.
 package gpu

@@ -11,14 +11,6 @@ import (
 	"testing"
 )
 
-const (
-	cudaErrorOutOfMemory     = 2
-	cudaErrorIllegalAddress  = 700
-	cudaErrorNoDevice        = 100
-	cudaErrorUnknown         = 999
-	cudaErrorOutOfMemoryName = "CUDA_ERROR_OUT_OF_MEMORY"
-)
-
 func TestStageOutOfMemory(t *testing.T) {
 	// The budget is above the fake device's memory, so the driver's own
 	// allocator is what refuses.

@@ -35,8 +35,9 @@ func newLeaseID() string {
 
 // addLease starts l's TTL, registers it and returns its public copy.
 func (c *Copier) addLease(l *lease) Lease {
+	now := c.clock.now()
 	c.mu.Lock()
-	l.pub.Expires = time.Now().Add(c.opts.LeaseTTL)
+	l.pub.Expires = now.Add(c.opts.LeaseTTL)
 	c.leases[l.pub.ID] = l
 	pub := l.pub.clone()
 	c.mu.Unlock()
@@ -44,15 +45,30 @@ func (c *Copier) addLease(l *lease) Lease {
 	return pub
 }
 
+// liveLocked returns the lease named id unless it is unknown or expired at
+// now. A lease past its expiry is gone even if the reaper has not freed it
+// yet: what a call finds must not depend on when the reaper last ran.
+// Called with c.mu held.
+func (c *Copier) liveLocked(id string, now time.Time) (*lease, bool) {
+	l, ok := c.leases[id]
+	if !ok || !now.Before(l.pub.Expires) {
+		return nil, false
+	}
+	return l, true
+}
+
 // Leases returns the live leases, ordered by ID.
 func (c *Copier) Leases() []Lease {
 	if c.drv == nil {
 		return nil
 	}
+	now := c.clock.now()
 	c.mu.Lock()
 	out := make([]Lease, 0, len(c.leases))
-	for _, l := range c.leases {
-		out = append(out, l.pub.clone())
+	for id := range c.leases {
+		if l, ok := c.liveLocked(id, now); ok {
+			out = append(out, l.pub.clone())
+		}
 	}
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.ID, b.ID) })
@@ -68,9 +84,12 @@ func (c *Copier) Release(id string) error {
 		return err
 	}
 	defer c.leave()
+	now := c.clock.now()
 	c.mu.Lock()
-	l, ok := c.leases[id]
-	delete(c.leases, id)
+	l, ok := c.liveLocked(id, now)
+	if ok {
+		delete(c.leases, id)
+	}
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownLease, id)
@@ -84,10 +103,11 @@ func (c *Copier) Renew(id string) (Lease, error) {
 		return Lease{}, err
 	}
 	defer c.leave()
+	now := c.clock.now()
 	c.mu.Lock()
-	l, ok := c.leases[id]
+	l, ok := c.liveLocked(id, now)
 	if ok {
-		l.pub.Expires = time.Now().Add(c.opts.LeaseTTL)
+		l.pub.Expires = now.Add(c.opts.LeaseTTL)
 	}
 	var pub Lease
 	if ok {
@@ -100,8 +120,8 @@ func (c *Copier) Renew(id string) (Lease, error) {
 	return pub, nil
 }
 
-// freeLease frees l's allocation once and returns its bytes to the budget.
-// The caller has removed l from c.leases.
+// freeLease frees l's allocation once (see dispose). The caller has
+// removed l from c.leases.
 func (c *Copier) freeLease(l *lease) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -109,9 +129,7 @@ func (c *Copier) freeLease(l *lease) error {
 		return nil
 	}
 	l.freed = true
-	err := c.drv.free(l.pub.Device, l.dptr)
-	c.unreserve(l.dev, l.pub.Bytes)
-	return err
+	return c.dispose(allocation{dev: l.dev, dptr: l.dptr, bytes: l.pub.Bytes}, true)
 }
 
 // ReadBack copies len(p) bytes at off inside the lease's allocation into p
@@ -122,8 +140,9 @@ func (c *Copier) ReadBack(ctx context.Context, id string, off int64, p []byte) e
 		return err
 	}
 	defer c.leave()
+	now := c.clock.now()
 	c.mu.Lock()
-	l, ok := c.leases[id]
+	l, ok := c.liveLocked(id, now)
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownLease, id)
@@ -161,26 +180,22 @@ func (c *Copier) wakeReaper() {
 // earliest expiry or until woken by addLease.
 func (c *Copier) reap() {
 	defer close(c.reaperDone)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
 	for {
-		next, expired := c.takeExpired(time.Now())
+		next, expired := c.takeExpired(c.clock.now())
 		for _, l := range expired {
 			if err := c.freeLease(l); err != nil {
 				c.opts.Logger.Error("gpu: freeing expired lease", "lease", l.pub.ID, "err", err)
 			}
 		}
-		var fire <-chan time.Time
-		if !next.IsZero() {
-			t.Reset(time.Until(next))
-			fire = t.C
-		}
+		fire, cancel := c.clock.alarm(next) // next is zero when no lease is left
 		select {
 		case <-c.life.Done():
+			cancel()
 			return
 		case <-c.kick:
 		case <-fire:
 		}
+		cancel()
 	}
 }
 

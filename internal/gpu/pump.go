@@ -2,7 +2,9 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // fillFunc writes the bytes [off, off+len(dst)) of an allocation's image
@@ -18,12 +20,15 @@ type fillFunc func(ctx context.Context, dst []byte, off int64) error
 // overwritten while a copy from it may still be running. The number of
 // pieces in flight is bounded by the pool, shared by every staging.
 //
-// The first error (a fill, a driver call, or ctx) cancels the rest. When
-// pump returns, no copy into dptr is in flight and none will be issued, so
-// the caller may free it at once, even while some fill goroutines are still
-// blocked in readers that do not honour ctx; those skip their copy when
-// they return and then give their buffer back (Copier.fills tracks them).
-func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fill fillFunc) error {
+// The first error (a fill, a driver call, the pool, or ctx) cancels the
+// rest. When pump returns settled, no copy into dptr is in flight and none
+// will be issued, so the caller may free it at once, even while some fill
+// goroutines are still blocked in readers that do not honour ctx; those
+// skip their copy when they return and then give their buffer back
+// (Copier.fills tracks them). Unsettled means a failed copy's stream could
+// not be drained: a copy into dptr may still be queued, so it must not be
+// freed (see dispose).
+func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fill fillFunc) (settled bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	gate := &copyGate{}
@@ -31,7 +36,8 @@ func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fi
 	for off := int64(0); off < total; off += c.opts.BufferSize {
 		b, err := c.pool.get(ctx)
 		if err != nil {
-			break // ctx is done; its cause is the result
+			cancel(err) // a no-op if ctx is done: its cause is the result
+			break
 		}
 		n := min(c.opts.BufferSize, total-off)
 		pieces.Add(1)
@@ -54,13 +60,20 @@ func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fi
 	case <-ctx.Done():
 	}
 	gate.shut()
-	return context.Cause(ctx)
+	return !gate.unsettled.Load(), context.Cause(ctx)
 }
 
 // piece fills one pinned buffer and copies it to dst. The buffer is given
 // back only once no copy from it can be running.
-func (c *Copier) piece(ctx context.Context, gate *copyGate, dev int, dst uint64, b *pinned, mem []byte, off int64, fill fillFunc) error {
-	defer c.pool.put(b)
+func (c *Copier) piece(ctx context.Context, gate *copyGate, dev int, dst uint64, b *pinned, mem []byte, off int64, fill fillFunc) (err error) {
+	retire := false
+	defer func() {
+		if retire {
+			c.pool.retire(b)
+		} else {
+			c.pool.put(b)
+		}
+	}()
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -75,17 +88,25 @@ func (c *Copier) piece(ctx context.Context, gate *copyGate, dev int, dst uint64,
 		return nil
 	}
 	stream := b.idx % c.opts.Streams
-	err := c.drv.copyAsync(dev, stream, dst, mem)
-	if err == nil {
-		err = c.drv.record(dev, b.idx, stream)
+	if err := c.drv.copyAsync(dev, stream, dst, mem); err != nil {
+		return err // nothing was queued
 	}
+	err = c.drv.record(dev, b.idx, stream)
 	if err == nil {
 		err = c.drv.wait(dev, b.idx)
 	}
-	if err != nil {
-		// The copy may still be queued behind a failed record or wait:
-		// drain the stream before the buffer or the allocation is reused.
-		_ = c.drv.syncStream(dev, stream)
+	if err == nil {
+		return nil
+	}
+	// The copy is queued and nothing has confirmed it finished: drain the
+	// stream before the buffer or the allocation is reused.
+	if serr := c.drv.syncStream(dev, stream); serr != nil {
+		// Still unconfirmed. Retire the buffer rather than refill it under
+		// a copy that may still read it, and keep dptr from being freed
+		// under a copy that may still write it.
+		retire = true
+		gate.unsettled.Store(true)
+		return errors.Join(err, serr)
 	}
 	return err
 }
@@ -96,6 +117,8 @@ type copyGate struct {
 	mu     sync.Mutex
 	closed bool // guarded by mu; no copy may start once set
 	copies sync.WaitGroup
+	// unsettled is set when a failed copy's stream could not be drained.
+	unsettled atomic.Bool
 }
 
 // enter reports whether a copy may start; if so, leave must follow.

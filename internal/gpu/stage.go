@@ -15,7 +15,10 @@ import (
 // once every byte is on the device.
 //
 // On any failure (a source read, a driver call, the budget, ctx, or Close)
-// everything Stage allocated is freed and no lease exists. If ctx ends while
+// everything Stage allocated is freed and no lease exists; only device
+// memory that the driver fails to free, or that a copy the driver could
+// not confirm finished may still write, is kept, counted against the
+// budget, until Close. If ctx ends while
 // a reader is blocked, Stage returns at once and frees the device memory;
 // the reader's goroutine finishes in the background and gives its pinned
 // buffer back when the reader returns. Until then the shared pool is short
@@ -25,7 +28,7 @@ import (
 // Errors: ErrBadRequest, ErrBadDevice, ErrBudget, *SourceError,
 // *DriverError, ctx's error, ErrClosed, or ErrUnavailable.
 func (c *Copier) Stage(ctx context.Context, device int, srcs []Source) (*Lease, error) {
-	start := time.Now()
+	start := time.Now() // Elapsed measures the machine, so not c.clock
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
@@ -54,12 +57,11 @@ func (c *Copier) Stage(ctx context.Context, device int, srcs []Source) (*Lease, 
 		c.unreserve(d, total)
 		return nil, err
 	}
-	handle, err := c.fillAndExport(ctx, device, dptr, total, fillFrom(srcs, pl))
+	handle, settled, err := c.fillAndExport(ctx, device, dptr, total, fillFrom(srcs, pl))
 	if err != nil {
-		if ferr := c.drv.free(device, dptr); ferr != nil {
+		if ferr := c.dispose(allocation{dev: d, dptr: dptr, bytes: total}, settled); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
-		c.unreserve(d, total)
 		return nil, err
 	}
 	l := &lease{
@@ -79,9 +81,11 @@ func (c *Copier) Stage(ctx context.Context, device int, srcs []Source) (*Lease, 
 }
 
 // fillAndExport copies the image and exports the allocation's IPC handle.
-func (c *Copier) fillAndExport(ctx context.Context, dev int, dptr uint64, total int64, fill fillFunc) ([]byte, error) {
-	if err := c.pump(ctx, dev, dptr, total, fill); err != nil {
-		return nil, err
+// settled is pump's: whether every copy into dptr is known to be done.
+func (c *Copier) fillAndExport(ctx context.Context, dev int, dptr uint64, total int64, fill fillFunc) (handle []byte, settled bool, err error) {
+	if settled, err := c.pump(ctx, dev, dptr, total, fill); err != nil {
+		return nil, settled, err
 	}
-	return c.drv.ipcHandle(dev, dptr)
+	handle, err = c.drv.ipcHandle(dev, dptr)
+	return handle, true, err
 }

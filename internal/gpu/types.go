@@ -11,9 +11,9 @@ type Device struct {
 	Index       int
 	Name        string
 	TotalBytes  int64
-	FreeBytes   int64 // from cuMemGetInfo; -1 until the copier has used the device (see Copier.Devices)
+	FreeBytes   int64 // from cuMemGetInfo; -1 until the copier has used the device, or if the query fails (see Copier.Devices)
 	BudgetBytes int64 // Options.DeviceBudget, or 90% of TotalBytes
-	LeasedBytes int64 // bytes held by live leases and stagings in progress
+	LeasedBytes int64 // bytes held by live leases, stagings in progress, and memory the copier could not free (until Close)
 }
 
 // Source is one tensor's bytes: Len bytes of R starting at Off. The stager

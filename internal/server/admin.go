@@ -96,7 +96,7 @@ type DeviceJSON struct {
 	Index       int    `json:"index"`
 	Name        string `json:"name"`
 	TotalBytes  int64  `json:"total_bytes"`
-	FreeBytes   int64  `json:"free_bytes"` // -1 until the copier has used the device
+	FreeBytes   int64  `json:"free_bytes"` // -1 until the copier has used the device, or when the query fails
 	BudgetBytes int64  `json:"budget_bytes"`
 	LeasedBytes int64  `json:"leased_bytes"`
 }
