@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A partial whose bytes a caller found wrong is dropped, so the next Open
@@ -92,5 +93,37 @@ func TestTallyAndFillErrors(t *testing.T) {
 	defer mu.Unlock()
 	if len(fillErrs) == 0 || !errors.Is(fillErrs[0], boom) {
 		t.Errorf("OnFillError saw %v", fillErrs)
+	}
+}
+
+// The running hash follows the fills: by the time the last byte arrives,
+// most of the file is already hashed, so the verdict does not wait for a
+// pass over the whole file.
+func TestRunningHashFollowsFills(t *testing.T) {
+	s := newStore(t, Options{BlockSize: 4096, ChunkSize: 16384})
+	data := genData(1<<20, 8)
+	o := &fakeOrigin{data: data}
+	f := fileFor("r.bin", data)
+	h, err := s.Open(context.Background(), f, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.Expect(0, f.Size)
+	if err := readSeq(h, 0, f.Size/2, 32<<10, data); err != nil {
+		t.Fatal(err)
+	}
+	// Polled: hashing progress does not signal the item's waiters, and
+	// the hash lock must not be taken under it.mu, as waitItem would.
+	for deadline := time.Now().Add(hangAfter); h.it.hash.done.Load() < f.Size/2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("running hash stuck at %d of %d bytes", h.it.hash.done.Load(), f.Size/2)
+		}
+	}
+	if err := readSeq(h, f.Size/2, f.Size, 32<<10, data); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Complete() {
+		t.Fatal("not promoted after a whole read")
 	}
 }

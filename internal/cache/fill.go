@@ -140,6 +140,7 @@ func (s *Store) fetchInto(ctx context.Context, it *item, o Origin, r ranges.Rang
 		it.mu.Lock()
 		whole := it.markPresentLocked(ranges.Range{Pos: pos, End: pos + n})
 		it.mu.Unlock()
+		s.kickHash(it)
 		s.reserved.Add(-n)
 		if whole {
 			s.startPromote(it)

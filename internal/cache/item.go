@@ -47,7 +47,8 @@ type blockFail struct {
 
 // item is one file of the cache, partial or complete.
 //
-// Lock order: Store.mu, then item.saveMu, then item.mu (see store.go).
+// Lock order: Store.mu, then item.saveMu, then item.mu (see store.go);
+// item.hash.mu comes before item.mu and is never taken under it.
 type item struct {
 	// Immutable after creation.
 	key         itemKey
@@ -78,6 +79,12 @@ type item struct {
 	saveMu    sync.Mutex
 	savedSize int64 // present bytes the sidecar on disk claims; guarded by saveMu
 	savedLink int   // len(links) when the sidecar was saved; guarded by saveMu
+
+	// hash is the running hash of the present prefix (hashing.go); hashing
+	// and hashAgain coordinate the one goroutine advancing it.
+	hash      runningHash
+	hashing   atomic.Bool
+	hashAgain atomic.Bool
 
 	mu sync.Mutex
 	// Guarded by mu.

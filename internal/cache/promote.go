@@ -35,8 +35,12 @@ func (s *Store) promote(it *item) {
 	it.mu.Lock()
 	file := it.file
 	it.mu.Unlock()
-	kind := hub.ETagKind(it.key.etag)
-	got, err := hashFile(s.ctx, file, it.size, kind)
+	// Usually the running hash has followed the fills and only the tail is
+	// left to hash; after a restart it starts from the beginning.
+	got, err := s.advanceHash(it, true), error(nil)
+	if got == "" {
+		got, err = hashFile(s.ctx, file, it.size, hub.ETagKind(it.key.etag))
+	}
 	if err != nil && s.isClosed() {
 		it.mu.Lock()
 		it.state = statePartial

@@ -63,6 +63,7 @@ type Store struct {
 
 	used     atomic.Int64 // budgeted bytes: blobs plus present bytes of partials
 	reserved atomic.Int64 // bytes fills in flight have yet to write
+	hashBufs sync.Pool    // *[]byte of hashStep bytes for running hashes
 	// overBudget is set while evictFor cannot fit the budget, so the warning
 	// is logged once per episode rather than once per fill.
 	overBudget atomic.Bool
