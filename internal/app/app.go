@@ -275,6 +275,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	})
 	tensors := tensor.New(tensorFiles{files}, tensor.Options{
 		HeaderCacheBytes: cfg.HeaderCacheBytes,
+		BlockSize:        cfg.BlockSize,
 		Observe:          m.ObserveHeader,
 		Logger:           log.With("component", "tensor"),
 	})
@@ -365,14 +366,15 @@ func (t tensorFiles) Open(ctx context.Context, auth string, repo hub.Repo, rev, 
 
 // The wiring asserts the consumer-side interfaces here, where both sides meet.
 var (
-	_ resolver.Upstream = (*fetch.Client)(nil)
-	_ resolver.Store    = (*cache.Store)(nil)
-	_ repofs.Resolver   = (*resolver.Resolver)(nil)
-	_ repofs.Store      = (*cache.Store)(nil)
-	_ repofs.Upstream   = (*fetch.Client)(nil)
-	_ server.Files      = (*repofs.FS)(nil)
-	_ server.Resolver   = (*resolver.Resolver)(nil)
-	_ server.Store      = (*cache.Store)(nil)
-	_ server.Upstream   = (*fetch.Client)(nil)
-	_ tensor.Blob       = (*repofs.File)(nil)
+	_ resolver.Upstream  = (*fetch.Client)(nil)
+	_ resolver.Store     = (*cache.Store)(nil)
+	_ repofs.Resolver    = (*resolver.Resolver)(nil)
+	_ repofs.Store       = (*cache.Store)(nil)
+	_ repofs.Upstream    = (*fetch.Client)(nil)
+	_ server.Files       = (*repofs.FS)(nil)
+	_ server.Resolver    = (*resolver.Resolver)(nil)
+	_ server.Store       = (*cache.Store)(nil)
+	_ server.Upstream    = (*fetch.Client)(nil)
+	_ tensor.Blob        = (*repofs.File)(nil)
+	_ tensor.RangeReader = (*repofs.File)(nil) // sparse reads (column shards) bypass block fills
 )

@@ -44,26 +44,49 @@ func (c *Client) GetRange(ctx context.Context, rawURL, auth string, want Want, o
 	if off < 0 || n < 1 || off > maxInt64-n {
 		return nil, fmt.Errorf("fetch: invalid range: offset %d, length %d", off, n)
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// Never echo rawURL: its query may be a CDN signature.
-		return nil, errors.New("fetch: the download URL is not an absolute http(s) URL")
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("fetch: download URL %s carries credentials", redact(u))
-	}
-	authz, err := c.authFor(auth, true)
+	last := off + n - 1
+	resp, g, u, err := c.rangedGet(ctx, rawURL, auth, fmt.Sprintf("bytes=%d-%d", off, last))
 	if err != nil {
 		return nil, err
 	}
-	secrets := c.secrets(authz)
-	last := off + n - 1
-	rangeHeader := fmt.Sprintf("bytes=%d-%d", off, last)
-	credentials := true // cleared for good by the first hop off the upstream
+	if code := resp.StatusCode; code != http.StatusPartialContent {
+		resp.Body.Close() // a 200 is the whole file: never read it
+		g.stop()
+		return nil, &RangeError{URL: redact(u), Status: code, Want: wantRange(off, last), Got: "status " + strconv.Itoa(code)}
+	}
+	rerr := checkRange(resp, u, off, last)
+	if rerr == nil {
+		rerr = c.checkIdentity(resp, u, want)
+	}
+	if rerr != nil {
+		resp.Body.Close()
+		g.stop()
+		return nil, rerr
+	}
+	return &rangeBody{body: resp.Body, g: g, left: n, n: n, url: redact(u)}, nil
+}
 
+// rangedGet GETs rawURL with the Range header rangeHeader, following
+// redirects as GetRange describes, and returns the first answer that is
+// not a redirect if it is a 2xx, with its guard and the URL that gave it.
+// Any other status is returned as a *StatusError.
+func (c *Client) rangedGet(ctx context.Context, rawURL, auth, rangeHeader string) (*http.Response, *guard, *url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Never echo rawURL: its query may be a CDN signature.
+		return nil, nil, nil, errors.New("fetch: the download URL is not an absolute http(s) URL")
+	}
+	if u.User != nil {
+		return nil, nil, nil, fmt.Errorf("fetch: download URL %s carries credentials", redact(u))
+	}
+	authz, err := c.authFor(auth, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	credentials := true // cleared for good by the first hop off the upstream
 	for hop := 0; ; hop++ {
 		if !c.hostAllowed(u) {
-			return nil, &ProtocolError{URL: redact(u), Reason: "fetching from this host is not allowed (redirect-hosts)"}
+			return nil, nil, nil, &ProtocolError{URL: redact(u), Reason: "fetching from this host is not allowed (redirect-hosts)"}
 		}
 		hopAuth := ""
 		if credentials && c.sameOrigin(u) {
@@ -79,39 +102,25 @@ func (c *Client) GetRange(ctx context.Context, rawURL, auth string, want Want, o
 			return req, err
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		code := resp.StatusCode
-		switch {
-		case code == http.StatusPartialContent:
-			rerr := checkRange(resp, u, off, last)
-			if rerr == nil {
-				rerr = c.checkIdentity(resp, u, want)
-			}
-			if rerr != nil {
-				resp.Body.Close()
-				g.stop()
-				return nil, rerr
-			}
-			return &rangeBody{body: resp.Body, g: g, left: n, n: n, url: redact(u)}, nil
+		switch code := resp.StatusCode; {
 		case code >= 200 && code < 300:
-			resp.Body.Close() // a 200 is the whole file: never read it
-			g.stop()
-			return nil, &RangeError{URL: redact(u), Status: code, Want: wantRange(off, last), Got: "status " + strconv.Itoa(code)}
+			return resp, g, u, nil
 		case code >= 300 && code < 400:
 			g.discard(resp.Body)
 			g.stop()
 			ref, perr := location(resp, u)
 			if perr != nil {
-				return nil, perr
+				return nil, nil, nil, perr
 			}
 			if hop >= c.maxRedirects {
-				return nil, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}
+				return nil, nil, nil, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}
 			}
 			u = u.ResolveReference(ref)
 		default:
 			g.stop()
-			return nil, newStatusError(resp, u, true, secrets)
+			return nil, nil, nil, newStatusError(resp, u, true, c.secrets(authz))
 		}
 	}
 }

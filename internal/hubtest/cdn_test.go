@@ -100,7 +100,7 @@ func TestRanges(t *testing.T) {
 		{"bytes=10-999999999", 206, "bytes 10-" + strconv.FormatInt(n-1, 10) + "/" + size, 10, n},
 		{"bytes=" + size + "-", 416, "bytes */" + size, 0, 0},
 		{"bytes=" + size + "-" + strconv.FormatInt(n+5, 10), 416, "bytes */" + size, 0, 0},
-		{"bytes=0-1,5-6", 200, "", 0, n},
+		{"bytes=5-6,0-1", 200, "", 0, n}, // several ranges out of order: ignored (multirange_test.go has the rest)
 		{"items=0-1", 200, "", 0, n},
 	} {
 		resp, body := do(t, "GET", url, "Range: "+tc.rng)

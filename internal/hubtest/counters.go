@@ -26,6 +26,10 @@ type Counters struct {
 	// BodyBytes counts file-content bytes written to clients by the CDN,
 	// resolve-cache and raw routes (not JSON, redirects or the foreign host).
 	BodyBytes int64
+	// FramingBytes counts the multipart/byteranges framing (boundaries and
+	// part headers) written around file content, which BodyBytes leaves out:
+	// upstream bytes that are not the file's.
+	FramingBytes int64
 	// BytesByPath splits BodyBytes by "{repo}/{path}", where repo is
 	// hub.Repo.String() ("datasets/ns/name").
 	BytesByPath map[string]int64
@@ -44,7 +48,8 @@ type RequestRecord struct {
 	Range   string
 	Accept  string
 	HadAuth bool
-	Status  int // 0 when the client left before an answer
+	Status  int   // 0 when the client left before an answer
+	Bytes   int64 // body bytes written: file content and framing, or a JSON or error body
 }
 
 // maxLog bounds the request log.
@@ -54,7 +59,7 @@ const maxLog = 10000
 // contend on them; mu guards the map and the log.
 type stats struct {
 	requests, resolve, cdn, api, xet, foreign atomic.Int64
-	bodyBytes, authCDN, authForeign           atomic.Int64
+	bodyBytes, framing, authCDN, authForeign  atomic.Int64
 
 	mu     sync.Mutex
 	byPath map[string]int64
@@ -63,7 +68,7 @@ type stats struct {
 }
 
 func (s *stats) reset() {
-	for _, c := range []*atomic.Int64{&s.requests, &s.resolve, &s.cdn, &s.api, &s.xet, &s.foreign, &s.bodyBytes, &s.authCDN, &s.authForeign} {
+	for _, c := range []*atomic.Int64{&s.requests, &s.resolve, &s.cdn, &s.api, &s.xet, &s.foreign, &s.bodyBytes, &s.framing, &s.authCDN, &s.authForeign} {
 		c.Store(0)
 	}
 	s.mu.Lock()
@@ -104,6 +109,7 @@ func (h *Hub) Counters() Counters {
 		XetRequests:       s.xet.Load(),
 		ForeignRequests:   s.foreign.Load(),
 		BodyBytes:         s.bodyBytes.Load(),
+		FramingBytes:      s.framing.Load(),
 		AuthSeenByCDN:     s.authCDN.Load(),
 		AuthSeenByForeign: s.authForeign.Load(),
 	}

@@ -12,6 +12,9 @@
 //   - the hub's error codes (RepoNotFound, RevisionNotFound, EntryNotFound,
 //     GatedRepo) with the hub's statuses, for anonymous and token callers;
 //   - the JSON API (repo info, paginated tree, paths-info in both body forms);
+//   - ranges as the CDN serves them: one range as a 206, several (ascending,
+//     apart) as a 206 multipart/byteranges, as CloudFront answers them, or,
+//     with Options.SingleRanges, as a 200 of the whole file;
 //   - counters of requests and body bytes, a request log, and injectable
 //     faults (5xx, resets, truncation, ignored or wrong ranges, corruption,
 //     stalls, foreign redirects), bandwidth caps and latency.
@@ -59,6 +62,11 @@ type Options struct {
 	// /cdn/), as self-hosted hubs and hubproxy tiers do, instead of the
 	// separate CDN server. Requests there may carry the hub token.
 	CDNOnHub bool
+	// SingleRanges makes every route ignore a Range of several ranges and
+	// answer 200 with the whole file, as a server may (RFC 9110 §14.2) and
+	// as this fake did before it served multipart/byteranges; by default
+	// ascending, non-overlapping sets get 206 multipart, as from CloudFront.
+	SingleRanges bool
 }
 
 // Hub is a running fake hub. Create it with New (or NewT in tests) and stop it
@@ -76,6 +84,7 @@ type Hub struct {
 	// Immutable after New.
 	xet      bool
 	cdnOnHub bool
+	oneRange bool // Options.SingleRanges
 	pageSize int
 	urlTTL   time.Duration
 	servers  []*http.Server
@@ -112,6 +121,7 @@ func New(opts Options) (*Hub, error) {
 	h := &Hub{
 		xet:      opts.XetHeaders == nil || *opts.XetHeaders,
 		cdnOnHub: opts.CDNOnHub,
+		oneRange: opts.SingleRanges,
 		pageSize: opts.PageSize,
 		urlTTL:   opts.URLTTL,
 		done:     make(chan struct{}),
@@ -218,6 +228,7 @@ func (h *Hub) instrument(next http.HandlerFunc) http.Handler {
 			Accept:  r.Header.Get("Accept"),
 			HadAuth: r.Header.Get("Authorization") != "",
 			Status:  rec.status,
+			Bytes:   rec.bytes,
 		})
 	})
 }
@@ -227,6 +238,7 @@ func (h *Hub) instrument(next http.HandlerFunc) http.Handler {
 type recorder struct {
 	http.ResponseWriter
 	status int
+	bytes  int64 // body bytes the writer accepted
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -240,7 +252,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(p)
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -18,20 +18,26 @@ type content struct {
 // writeChunk bounds each Write so BodyBytes grows while a large body is sent.
 const writeChunk = 64 << 10
 
-// serveBytes answers GET or HEAD for c.data with single-range support, as the
-// CDN and the Hub do (docs/hub-protocol.md §6): 206 with Content-Range for a
+// serveBytes answers GET or HEAD for c.data with range support, as the CDN
+// and the Hub do (docs/hub-protocol.md §6): 206 with Content-Range for a
 // satisfiable range (the end clamped to the last byte), 416 with
-// "bytes */size" when the start is at or past the end, and 200 for no range,
-// a malformed one or several (RFC 9110 §14.2 lets a server ignore Range).
-// The caller has set the route's own headers. Armed body faults apply here.
+// "bytes */size" when the start is at or past the end, and 200 for no range
+// or a malformed one (RFC 9110 §14.2 lets a server ignore Range). Several
+// ranges, ascending and apart, get a 206 multipart/byteranges as CloudFront
+// sends it (each part typed as the file, with its Content-Range), unless
+// Options.SingleRanges makes the hub ignore them (200, the whole file). The
+// caller has set the route's own headers. Armed body faults apply here; on a
+// multipart answer WrongContentRange shifts the first part, CorruptBytes
+// every part, and the cutting faults cut the answer as a whole.
 func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, c content) {
 	size := int64(len(c.data))
 	hd := w.Header()
 	hd.Set("Accept-Ranges", "bytes")
 	get := r.Method == http.MethodGet
-	status, start, end := http.StatusOK, int64(0), size-1
+	status := http.StatusOK
+	body := []segment{{b: c.data}}
 	if spec := r.Header.Get("Range"); spec != "" {
-		s, e, err := parseRange(spec, size)
+		spans, err := parseRanges(spec, size, h.oneRange)
 		switch {
 		case errors.Is(err, errUnsatisfiable):
 			hd.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
@@ -43,24 +49,37 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, c content) {
 		case get && h.faults.take(faultIgnoreRange, c.class, c.key):
 			// the fault: serve the whole file
 		default:
-			status, start, end = http.StatusPartialContent, s, e
+			status = http.StatusPartialContent
 			if get && h.faults.take(faultWrongContentRange, c.class, c.key) {
-				start, end = shiftRange(start, end, size)
+				spans[0].start, spans[0].end = shiftRange(spans[0].start, spans[0].end, size)
 			}
+			if len(spans) == 1 {
+				hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", spans[0].start, spans[0].end, size))
+				body = []segment{{b: c.data[spans[0].start : spans[0].end+1]}}
+				break
+			}
+			ctype := hd.Get("Content-Type")
+			if ctype == "" {
+				ctype = "application/octet-stream"
+			}
+			var boundary string
+			body, boundary = multipartBody(c.data, spans, ctype)
+			hd.Set("Content-Type", "multipart/byteranges; boundary="+boundary)
 		}
 	}
-	if status == http.StatusPartialContent {
-		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, size))
-	}
-	body := c.data[start : end+1]
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	if !get || len(body) == 0 {
+	n := bodyLen(body)
+	hd.Set("Content-Length", strconv.Itoa(n))
+	if !get || n == 0 {
 		w.WriteHeader(status)
 		return
 	}
 
 	if h.faults.take(faultCorruptBytes, c.class, c.key) {
-		body = corrupt(body)
+		for i, s := range body {
+			if !s.framing {
+				body[i].b = corrupt(s.b)
+			}
+		}
 	}
 	cut := faultNone
 	for _, k := range []faultKind{faultResetMidBody, faultTruncate, faultStallBody} {
@@ -75,8 +94,8 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, c content) {
 		return
 	}
 
-	at := h.faults.cutAt(len(body))
-	if h.writeCounted(w, body[:at], c) != nil {
+	head, tail := cutSegments(body, h.faults.cutAt(n))
+	if h.writeCounted(w, head, c) != nil {
 		return
 	}
 	rc := http.NewResponseController(w)
@@ -110,29 +129,39 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, c content) {
 			return
 		}
 		if h.pause(r.Context(), d) {
-			h.writeCounted(w, body[at:], c)
+			h.writeCounted(w, tail, c)
 		}
 	}
 }
 
-// writeCounted writes p in chunks, counting what the connection accepted.
-func (h *Hub) writeCounted(w http.ResponseWriter, p []byte, c content) error {
+// writeCounted writes segs in chunks, counting what the connection
+// accepted: file content in BodyBytes and BytesByPath, multipart framing in
+// FramingBytes.
+func (h *Hub) writeCounted(w http.ResponseWriter, segs []segment, c content) error {
 	var written int64
 	defer func() {
 		if c.class != classForeign {
 			h.stats.addBytes(c.key, written)
 		}
 	}()
-	for len(p) > 0 {
-		n, err := w.Write(p[:min(len(p), writeChunk)])
-		written += int64(n)
-		if c.class != classForeign {
-			h.stats.bodyBytes.Add(int64(n))
+	for _, s := range segs {
+		counter := &h.stats.bodyBytes
+		if s.framing {
+			counter = &h.stats.framing
 		}
-		if err != nil {
-			return err
+		for p := s.b; len(p) > 0; {
+			n, err := w.Write(p[:min(len(p), writeChunk)])
+			if c.class != classForeign {
+				counter.Add(int64(n))
+			}
+			if !s.framing {
+				written += int64(n)
+			}
+			if err != nil {
+				return err
+			}
+			p = p[n:]
 		}
-		p = p[n:]
 	}
 	return nil
 }

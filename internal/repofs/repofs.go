@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
@@ -37,9 +38,12 @@ type Store interface {
 	Open(ctx context.Context, f cache.File, o cache.Origin) (*cache.Handle, error)
 }
 
-// Upstream fetches byte ranges of a resolved file.
+// Upstream fetches byte ranges of a resolved file: one range, or several
+// in one multipart/byteranges request (an error matching
+// fetch.ErrNotMultipart when the upstream answers that otherwise).
 type Upstream interface {
 	GetRange(ctx context.Context, rawURL, auth string, want fetch.Want, off, n int64) (io.ReadCloser, error)
+	GetRanges(ctx context.Context, rawURL, auth string, want fetch.Want, ranges []fetch.Range) (io.ReadCloser, error)
 }
 
 // Options configures an FS.
@@ -57,6 +61,8 @@ type FS struct {
 	up    Upstream
 	opts  Options
 	log   *slog.Logger
+
+	verdicts hostVerdicts // what download hosts did with multi-range requests
 }
 
 // New returns an FS over the resolver, the cache and the upstream client.
@@ -65,7 +71,8 @@ func New(res Resolver, store Store, up Upstream, opts Options) *FS {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &FS{res: res, store: store, up: up, opts: opts, log: log}
+	return &FS{res: res, store: store, up: up, opts: opts, log: log,
+		verdicts: hostVerdicts{multi: map[string]bool{}, refusals: map[string]time.Time{}}}
 }
 
 // Stat resolves repo@rev:path for the caller whose Authorization is auth,

@@ -64,6 +64,11 @@ func (u *fakeUpstream) GetRange(ctx context.Context, url, auth string, want fetc
 	return io.NopCloser(bytes.NewReader(u.data[off : off+n])), nil
 }
 
+// GetRanges answers as an upstream that ignores multi-range requests.
+func (u *fakeUpstream) GetRanges(context.Context, string, string, fetch.Want, []fetch.Range) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("fake: status 200: %w", fetch.ErrNotMultipart)
+}
+
 func newFS(t *testing.T, data []byte, etag string) (*FS, *fakeResolver, *fakeUpstream) {
 	t.Helper()
 	store, err := cache.Open(cache.Options{Dir: t.TempDir(), BlockSize: 4096, ChunkSize: 16384})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -106,6 +107,8 @@ var errorRules = []errorRule{
 		return as[*tensor.FileError](err) && !errors.Is(err, context.Canceled) &&
 			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, fetch.ErrUnavailable)
 	}, status: http.StatusBadGateway, code: "InvalidSafetensors", answer: message},
+	{name: "upstream cut short", match: func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fetch.ErrLongBody) },
+		status: http.StatusBadGateway, msg: "upstream's answer broke off or ran long; nothing of it was kept"},
 	{name: "timeout", match: is(context.DeadlineExceeded), status: http.StatusGatewayTimeout, msg: "upstream timed out"},
 	{name: "upstream unavailable", match: func(err error) bool { return errors.Is(err, fetch.ErrUnavailable) || errors.Is(err, fetch.ErrStalled) },
 		status: http.StatusBadGateway, msg: "upstream unavailable"},

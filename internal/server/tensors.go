@@ -185,6 +185,16 @@ func (s *Server) serveAssembly(w http.ResponseWriter, r *http.Request, asm *tens
 		r.Header.Del("Range")
 	}
 	s.observeCache(r, asm.Present(), asm.Size())
+	// As for files: read the first byte before the status line, so that
+	// an upstream that fails outright gets an error answer, not an
+	// aborted 200. Its bytes are needed first, and kept for the body.
+	if rng := parseRange(r.Header.Get("Range"), asm.Size()); (rng.whole || rng.single) && rng.end > rng.start {
+		var first [1]byte
+		if _, err := asm.ReadAt(first[:], rng.start); err != nil && err != io.EOF {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(asm, 0, asm.Size()), s: s, req: r})
 }
 

@@ -30,19 +30,25 @@ type run struct {
 // of one, or a whole subset file. It is an io.ReaderAt whose reads announce
 // each fetch run to the cache as they enter it, so the bytes of a run are
 // fetched in parallel ahead of the reader and nothing outside the runs is.
+// A sparse assembly (isSparse: the cache's whole blocks would cost over 1.5
+// times the pieces' bytes) reads its pieces through RangeReader instead, a
+// batch at a time, so it costs about its own bytes upstream.
 type Assembly struct {
 	pieces []Piece
 	runs   []run
 	size   int64
-	prefix []byte // bytes served before the pieces (a subset file's header)
+	prefix []byte       // bytes served before the pieces (a subset file's header)
+	sparse *sparseReads // nil for a read through the cache
 
 	mu        sync.Mutex
 	announced int // the run last announced to its blob, -1 for none; guarded by mu
 }
 
 // NewAssembly lays prefix and then pieces end to end. Pieces of the same
-// blob closer than merge bytes share a fetch run.
-func NewAssembly(prefix []byte, pieces []Piece, merge int64) *Assembly {
+// blob closer than merge bytes share a fetch run. block is the cache's
+// block size, the least a read through it fetches, by which the assembly
+// tells whether it is sparse; 0 keeps every read on the cached path.
+func NewAssembly(prefix []byte, pieces []Piece, merge, block int64) *Assembly {
 	a := &Assembly{prefix: prefix, size: int64(len(prefix)), announced: -1}
 	for _, p := range pieces {
 		if p.Len <= 0 {
@@ -58,8 +64,14 @@ func NewAssembly(prefix []byte, pieces []Piece, merge int64) *Assembly {
 		p.run = len(a.runs) - 1
 		a.pieces = append(a.pieces, p)
 	}
+	if isSparse(a.pieces, a.runs, block) {
+		a.sparse = newSparseReads()
+	}
 	return a
 }
+
+// Sparse reports whether the pieces are read around the cache (isSparse).
+func (a *Assembly) Sparse() bool { return a.sparse != nil }
 
 // Present is how many of the assembled bytes are already cached (the
 // prefix always is).
@@ -85,6 +97,24 @@ func (a *Assembly) ReadAt(p []byte, off int64) (int, error) {
 	if off < int64(len(a.prefix)) {
 		n = copy(p, a.prefix[off:])
 	}
+	var err error
+	if a.sparse != nil {
+		n, err = a.readSparse(p, off, n)
+	} else {
+		n, err = a.readCached(p, off, n)
+	}
+	if err != nil {
+		return n, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// readCached is ReadAt through the blobs' caches: p from off on, n bytes of
+// it already filled (by the prefix).
+func (a *Assembly) readCached(p []byte, off int64, n int) (int, error) {
 	for n < len(p) && off+int64(n) < a.size {
 		pos := off + int64(n)
 		i := sort.Search(len(a.pieces), func(i int) bool { return a.pieces[i].at+a.pieces[i].Len > pos })
@@ -106,9 +136,6 @@ func (a *Assembly) ReadAt(p []byte, off int64) (int, error) {
 			}
 			return n, err
 		}
-	}
-	if n < len(p) {
-		return n, io.EOF
 	}
 	return n, nil
 }

@@ -39,7 +39,7 @@ func TestAssemblyLaysPiecesEndToEnd(t *testing.T) {
 		{Blob: b, Off: 0, Len: 0},  // empty: dropped
 		{Blob: b, Off: 5, Len: 4},  // "FGHI"
 		{Blob: a, Off: 18, Len: 2}, // "ij": far from the first run, a run of its own
-	}, 4)
+	}, 4, 0)
 	want := "hdr:23467FGHIij"
 	if asm.Size() != int64(len(want)) {
 		t.Fatalf("size %d, want %d", asm.Size(), len(want))

@@ -74,7 +74,7 @@ func (s *Service) OpenTensor(ctx context.Context, auth string, repo hub.Repo, re
 	}
 	return &Opened{
 		Bytes: Bytes{
-			Assembly: NewAssembly(nil, TensorPieces(f, t, ranges, blob), s.opts.Merge),
+			Assembly: NewAssembly(nil, TensorPieces(f, t, ranges, blob), s.opts.Merge, s.opts.BlockSize),
 			Commit:   f.Commit,
 			ETag:     strongETag(f.ETag, name, p.Shard, p.Slice),
 			blobs:    []Blob{blob},
@@ -133,7 +133,7 @@ func (s *Service) OpenSubset(ctx context.Context, auth string, repo hub.Repo, re
 		sel.close()
 		return nil, err
 	}
-	return &Bytes{Assembly: NewAssembly(head, pieces, s.opts.Merge), Commit: sel.commit, ETag: strongETag(etagParts...), blobs: sel.blobList()}, nil
+	return &Bytes{Assembly: NewAssembly(head, pieces, s.opts.Merge, s.opts.BlockSize), Commit: sel.commit, ETag: strongETag(etagParts...), blobs: sel.blobList()}, nil
 }
 
 // OpenEach opens each tensor whose name is in names or starts with prefix
@@ -155,7 +155,7 @@ func (s *Service) OpenEach(ctx context.Context, auth string, repo hub.Repo, rev,
 	e := &Each{Commit: sel.commit, blobs: sel.blobList()}
 	for _, x := range sel.tensors {
 		e.Tensors = append(e.Tensors, Opened{
-			Bytes:  Bytes{Assembly: NewAssembly(nil, x.pieces, s.opts.Merge), Commit: sel.commit},
+			Bytes:  Bytes{Assembly: NewAssembly(nil, x.pieces, s.opts.Merge, s.opts.BlockSize), Commit: sel.commit},
 			Tensor: x.Tensor, Shape: x.shape, File: sel.files[x.File].Path,
 		})
 	}

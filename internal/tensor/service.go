@@ -3,8 +3,9 @@
 // larger), caches them per file ETag, lists every tensor of a possibly
 // sharded repo, and lays out the byte ranges for one tensor, one tensor-parallel
 // rank's slice, or a subset file. It never fetches bytes itself: it asks its
-// Files for lazily filled blobs, so one tensor costs about its own size
-// upstream.
+// Files for lazily filled blobs, or, for a part too sparse for whole cache
+// blocks (a column shard), for just its ranges, so one tensor or part costs
+// about its own size upstream.
 package tensor
 
 import (
@@ -72,6 +73,12 @@ type Options struct {
 	// it anyway, and one long request beats many short ones). Default
 	// 128 KiB.
 	Merge int64
+	// BlockSize is the cache's block size, the least a read through it
+	// fetches: a read whose pieces would cost over 1.5 times their bytes in
+	// whole blocks (a column shard) is read around the cache instead (see
+	// isSparse). Default 64 KiB, the cache's default; negative reads
+	// everything through the cache.
+	BlockSize int64
 	// Observe, when set, is told how each header was obtained: "parsed"
 	// (read from the file), "cached" or "invalid".
 	Observe func(result string)
@@ -100,6 +107,9 @@ func New(files Files, opts Options) *Service {
 	}
 	if opts.Merge <= 0 {
 		opts.Merge = 128 << 10
+	}
+	if opts.BlockSize == 0 {
+		opts.BlockSize = 64 << 10
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
