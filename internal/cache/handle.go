@@ -37,6 +37,9 @@ type Handle struct {
 	// Guarded by mu.
 	win  ranges.Range // Expect window; read-ahead stays inside it
 	seen ranges.Set   // bytes returned while the file was partial
+	pace pace         // read-ahead depth (pace.go)
+
+	paceCounted atomic.Bool // counted in Store.readers; set under mu
 }
 
 var _ io.ReaderAt = (*Handle)(nil)
@@ -71,6 +74,7 @@ func (h *Handle) Close() error {
 	}
 	h.stopAbandon()
 	h.abandon()
+	h.unpace()
 	h.s.release(h.it)
 	return nil
 }
@@ -101,6 +105,9 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	if h.it.complete.Load() {
+		if h.paceCounted.Load() {
+			h.unpace() // no more fills: leave the connections to others
+		}
 		m, err := h.file.ReadAt(p[:n], off)
 		if err == nil {
 			err = eof
@@ -109,9 +116,13 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	}
 
 	need := ranges.Range{Pos: off, End: off + n}
-	aheadEnd, final := h.ahead(need)
-	if err := h.ensure(need, aheadEnd, final); err != nil {
+	aheadEnd, final, inWindow := h.ahead(need)
+	waited, err := h.ensure(need, aheadEnd, final)
+	if err != nil {
 		return 0, err
+	}
+	if inWindow {
+		h.paced(n, waited)
 	}
 	m, err := h.file.ReadAt(p[:n], off)
 	if err != nil {
@@ -125,17 +136,17 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	return m, eof
 }
 
-// ahead returns how far read-ahead for need should reach, and whether that is
-// the end of the Expect window.
-func (h *Handle) ahead(need ranges.Range) (end int64, final bool) {
+// ahead returns how far read-ahead for need should reach, whether that is
+// the end of the Expect window, and whether need is inside the window.
+func (h *Handle) ahead(need ranges.Range) (end int64, final, inWindow bool) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	win := h.win
-	h.mu.Unlock()
 	if win.IsEmpty() || need.Pos < win.Pos || need.Pos >= win.End {
-		return need.End, true
+		return need.End, true, false
 	}
-	end = min(win.End, need.Pos+int64(h.s.opts.ReadAhead)*h.s.opts.ChunkSize)
-	return max(end, need.End), end >= win.End
+	end = min(win.End, need.Pos+int64(h.depthLocked())*h.s.opts.ChunkSize)
+	return max(end, need.End), end >= win.End, true
 }
 
 // coversFile records that need was returned and reports whether this handle
@@ -147,35 +158,35 @@ func (h *Handle) coversFile(need ranges.Range) bool {
 	return h.seen.Present(ranges.Range{Pos: 0, End: h.it.size})
 }
 
-// ensure returns once need is present, starting fills for the missing blocks
-// of need and of the read-ahead up to aheadEnd that nobody is fetching, and
-// adopting the read-ahead of other handles that holds blocks of need. It
+// ensure returns once need is present, and whether it had to wait for it,
+// starting fills for the missing blocks of need and of the read-ahead up to
+// aheadEnd that nobody is fetching, and adopting the read-ahead of other handles that holds blocks of need. It
 // plans again on every wake-up, so blocks a failed or cancelled fill released
 // are claimed anew (bounded by exhaustedLocked).
-func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
+func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) (waited bool, err error) {
 	it, s := h.it, h.s
-	for {
+	for ; ; waited = true {
 		it.mu.Lock()
 		if it.state == stateFailed {
 			err := it.err
 			it.mu.Unlock()
-			return err
+			return waited, err
 		}
 		ready := it.state == stateComplete || it.present.Present(need)
 		if !ready && h.ctx.Err() != nil {
 			// The reader has left: claim nothing on its behalf.
 			it.mu.Unlock()
-			return h.ctx.Err()
+			return waited, h.ctx.Err()
 		}
 		if !ready {
 			if err := it.exhaustedLocked(need); err != nil {
 				it.mu.Unlock()
-				return err
+				return waited, err
 			}
 		}
 		if !ready && h.origin == nil {
 			it.mu.Unlock()
-			return fmt.Errorf("%w: bytes %d-%d of %s (no origin)", ErrNotCached, need.Pos, need.End-1, it.key.etag)
+			return waited, fmt.Errorf("%w: bytes %d-%d of %s (no origin)", ErrNotCached, need.Pos, need.End-1, it.key.etag)
 		}
 		var jobs []fillJob
 		if it.state == statePartial && h.origin != nil {
@@ -197,10 +208,10 @@ func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
 			s.startFills(it, h.origin, jobs)
 		}
 		if ready {
-			return nil
+			return waited, nil
 		}
 		if s.isClosed() {
-			return ErrClosed
+			return waited, ErrClosed
 		}
 		if s.hooks.wait != nil {
 			s.hooks.wait()
@@ -211,7 +222,7 @@ func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) error {
 			s.waiters.Add(-1)
 		case <-h.ctx.Done():
 			s.waiters.Add(-1)
-			return h.ctx.Err()
+			return waited, h.ctx.Err()
 		}
 	}
 }

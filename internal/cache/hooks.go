@@ -1,5 +1,7 @@
 package cache
 
+import "time"
+
 // testHooks stop the store at points a test needs to hold or observe. They
 // are nil outside tests, and set before Open returns, so reading them needs
 // no lock.
@@ -10,4 +12,14 @@ type testHooks struct {
 	// wait runs in Handle.ensure each time a reader is about to wait for
 	// fills, after it planned and adopted what it needs.
 	wait func()
+	// now, if set, is the clock read-ahead pacing measures rates by.
+	now func() time.Time
+}
+
+// now is the time by the test clock, else the system's.
+func (s *Store) now() time.Time {
+	if s.hooks.now != nil {
+		return s.hooks.now()
+	}
+	return time.Now()
 }

@@ -86,6 +86,9 @@ type item struct {
 	hashing   atomic.Bool
 	hashAgain atomic.Bool
 
+	// failures counts fills that failed, for read-ahead pacing (pace.go).
+	failures atomic.Uint64
+
 	mu sync.Mutex
 	// Guarded by mu.
 	state   itemState
@@ -241,6 +244,7 @@ func (it *item) releaseLocked(r ranges.Range) {
 // and counts the failure against that block.
 func (it *item) failLocked(r ranges.Range, err error) {
 	it.pending.Remove(r)
+	it.failures.Add(1)
 	f := it.fails[r.Pos]
 	f.n++
 	var se *StorageError

@@ -69,6 +69,7 @@ type Store struct {
 	overBudget atomic.Bool
 	stats      counters
 	waiters    atomic.Int64 // readers blocked in ensure
+	readers    atomic.Int64 // sequential readers of partial files, sharing MaxFills (pace.go)
 
 	lock    *dirLock    // held from Open to Close
 	meta    *metaBudget // keeps .hubproxy/meta bounded
