@@ -73,7 +73,7 @@ var keyHelp = map[string]string{
 	"cache-min-free-bytes":      "evict to keep this much disk free; 0 = off",
 	"block-size":                "fill granularity: ranges round out to this",
 	"chunk-size":                "largest single upstream range request",
-	"read-ahead":                "chunks kept in flight ahead of a sequential reader",
+	"read-ahead":                "chunks in flight ahead of a sequential reader at first (then adapts, up to its share of upstream-parallelism)",
 	"upstream-parallelism":      "concurrent upstream range requests, across all files",
 	"revision-ttl":              "how long a branch or tag stays mapped to a commit",
 	"access-ttl":                "how long a token's access decision from upstream is reused (revocation delay)",
