@@ -1,8 +1,9 @@
 # Benchmarks: included from the top-level Makefile (`include bench/bench.mk`).
-# `make bench` runs every scenario at default sizes (about ten minutes on two
-# cores) and writes bench/results/<date>-<host>.md; `make bench-quick` runs
-# them at tiny sizes in about a minute. Both install nginx-light with
-# apt-get when nginx is missing and they run as root. Extra flags go in
+# `make bench` measures the machine's ceiling and runs every scenario at
+# default sizes (about ten minutes on two cores) and writes
+# bench/results/<date>-<host>.md; `make bench-quick` runs them at tiny sizes
+# in well under a minute. Both install nginx-light and aria2 with apt-get
+# when nginx or aria2c is missing and they run as root. Extra flags go in
 # BENCH_FLAGS, e.g. `make bench BENCH_FLAGS='-large 4GiB -bandwidth 100MiB'`;
 # `go run ./bench/cmd/hubbench -h` lists them.
 # It uses the Makefile's `build` target and its GO and BIN variables.

@@ -1,7 +1,8 @@
 // Package harness runs hubproxy's benchmark: a fake hub shaped like a CDN,
 // hubproxy, and nginx with slice + proxy_cache in front of the same upstream,
-// all on loopback, through seven scenarios, and writes a Markdown report of
-// ratios (hubproxy / peer) and raw figures.
+// all on loopback, plus aria2c as a multi-connection download client, through
+// nine scenarios, and writes a Markdown report of ratios (hubproxy / peer),
+// raw figures and the machine's own ceiling for a cold download.
 //
 // Everything it starts runs in its own process group and is killed when Run
 // returns, when its context is cancelled (signals, via the caller) and when
@@ -71,6 +72,23 @@ type Config struct {
 	// (log-uniform between them).
 	RangeMin, RangeMax int64
 
+	// FixedRangeConns is the number of concurrent keep-alive connections in
+	// scenarios 8 and 9 (fixed-size warm ranges).
+	FixedRangeConns int
+	// SmallRange and BigRange are the range sizes of scenarios 8 and 9.
+	SmallRange, BigRange int64
+
+	// Aria2Conns is aria2c's -x and -s (connections to the CDN, splits).
+	Aria2Conns int
+	// Aria2Split is aria2c's -k (--min-split-size), at least 1 MiB.
+	Aria2Split int64
+	// NoAria2 leaves aria2c out of scenario 1.
+	NoAria2 bool
+
+	// CeilingSize is how much the machine-ceiling probes move: bytes written
+	// and fsynced, hashed, and sent over loopback TCP.
+	CeilingSize int64
+
 	// SliceSize is nginx's slice size (and so its upstream request size).
 	SliceSize int64
 	// NginxWorkers is nginx's worker_processes value ("auto" = one per core).
@@ -78,7 +96,7 @@ type Config struct {
 	// Verify checks the sha256 of every full download (costs CPU; on in
 	// quick mode so a broken proxy fails the test).
 	Verify bool
-	// NoInstall refuses to apt-get install nginx when it is missing.
+	// NoInstall refuses to apt-get install nginx or aria2 when missing.
 	NoInstall bool
 }
 
@@ -106,11 +124,18 @@ func Default() Config {
 		RangeMax:      1 * MiB,
 		SliceSize:     8 * MiB,
 		NginxWorkers:  "auto",
+
+		FixedRangeConns: 32,
+		SmallRange:      4 * KiB,
+		BigRange:        1 * MiB,
+		Aria2Conns:      16,
+		Aria2Split:      8 * MiB,
+		CeilingSize:     2 * GiB,
 	}
 }
 
 // Quick is `make bench-quick` and the harness test: tiny files, a fast
-// upstream, two repetitions; about a minute. Its timings mean little; it
+// upstream, two repetitions; well under a minute. Its timings mean little; it
 // proves the whole pipeline works.
 func Quick() Config {
 	c := Default()
@@ -128,6 +153,8 @@ func Quick() Config {
 	c.RangeConns = 16
 	c.RangeDuration = time.Second
 	c.SliceSize = 1 * MiB
+	c.Aria2Split = 1 * MiB
+	c.CeilingSize = 32 * MiB
 	c.Verify = true
 	return c
 }
@@ -157,6 +184,16 @@ func (c Config) Validate() error {
 		return bad("range connections and duration must be positive")
 	case c.RangeMin < 1 || c.RangeMax < c.RangeMin || c.RangeMax > c.LargeSize:
 		return bad("range sizes must satisfy 1 <= min <= max <= large size")
+	case c.FixedRangeConns < 1:
+		return bad("fixed-range connections must be positive")
+	case c.SmallRange < 1 || c.BigRange < 1 || c.SmallRange > c.LargeSize || c.BigRange > c.LargeSize:
+		return bad("fixed range sizes must be between 1 byte and the large size")
+	case c.Aria2Conns < 1 || c.Aria2Conns > 16:
+		return bad("aria2c connections must be 1–16 (aria2c's own limit)")
+	case c.Aria2Split < MiB || c.Aria2Split > GiB:
+		return bad("aria2c split size must be 1 MiB–1 GiB (aria2c's own limits)")
+	case c.CeilingSize < MiB:
+		return bad("ceiling size must be at least 1 MiB")
 	case c.SliceSize < 64*KiB:
 		return bad("slice size must be at least 64 KiB")
 	case c.OutDir == "":

@@ -19,6 +19,16 @@ type loadResult struct {
 	elapsed  time.Duration
 	// latencies of every completed request, in seconds, sorted.
 	latencies []float64
+	// clientCPU is the CPU time the harness process used during the run
+	// (fixedRangeLoad only): the load generator's cost, as nothing else in
+	// the harness is busy while the proxies serve from their caches.
+	clientCPU time.Duration
+	// machineCPU is the CPU time the whole machine spent busy during the run
+	// (fixedRangeLoad only).
+	machineCPU time.Duration
+	// dials counts connections opened (fixedRangeLoad only): conns when
+	// every connection was kept alive throughout.
+	dials int
 }
 
 func (r loadResult) reqPerSec() float64 { return float64(r.requests) / r.elapsed.Seconds() }

@@ -18,6 +18,7 @@ type Machine struct {
 	Kernel   string
 	Go       string
 	Nginx    string
+	Aria2c   string // "" when aria2c is left out
 	// LoadStart and LoadEnd are the 1/5/15-minute load averages when the
 	// run began and ended: other work on the machine skews the figures.
 	LoadStart, LoadEnd string
@@ -72,6 +73,10 @@ func loadAvg() string {
 
 // String is the one-line description the report and README use.
 func (m Machine) String() string {
-	return fmt.Sprintf("%s, %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, nginx %s; load average %s at start, %s at end",
-		m.Host, m.CPUs, m.CPUModel, float64(m.MemBytes)/float64(GiB), m.Kernel, m.Go, m.Nginx, m.LoadStart, m.LoadEnd)
+	aria := ""
+	if m.Aria2c != "" {
+		aria = ", aria2c " + m.Aria2c
+	}
+	return fmt.Sprintf("%s, %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, nginx %s%s; load average %s at start, %s at end",
+		m.Host, m.CPUs, m.CPUModel, float64(m.MemBytes)/float64(GiB), m.Kernel, m.Go, m.Nginx, aria, m.LoadStart, m.LoadEnd)
 }

@@ -20,28 +20,42 @@ var ErrNoNginx = errors.New("harness: nginx is not installed")
 // and install is allowed. nginx-light has the proxy, proxy_cache and slice
 // modules the comparison needs.
 func EnsureNginx(ctx context.Context, install bool, log io.Writer) (string, error) {
-	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path, nil
+	return ensureTool(ctx, []string{"nginx", "/usr/sbin/nginx"}, "nginx-light", install, log, ErrNoNginx)
+}
+
+// ensureTool returns the first of bins found on PATH, installing Debian's
+// package pkg with apt-get when none is, the harness runs as root and
+// install is allowed. Every failure wraps errMissing and names the command
+// that would fix it.
+func ensureTool(ctx context.Context, bins []string, pkg string, install bool, log io.Writer, errMissing error) (string, error) {
+	find := func() (string, bool) {
+		for _, p := range bins {
+			if path, err := exec.LookPath(p); err == nil {
+				return path, true
+			}
 		}
+		return "", false
+	}
+	if path, ok := find(); ok {
+		return path, nil
 	}
 	if !install {
-		return "", fmt.Errorf("%w and install is disabled; run: apt-get install -y nginx-light", ErrNoNginx)
+		return "", fmt.Errorf("%w and install is disabled; run: apt-get install -y %s", errMissing, pkg)
 	}
 	if os.Geteuid() != 0 {
-		return "", fmt.Errorf("%w and the harness is not root, so it cannot install it; run: sudo apt-get install -y nginx-light", ErrNoNginx)
+		return "", fmt.Errorf("%w and the harness is not root, so it cannot install it; run: sudo apt-get install -y %s", errMissing, pkg)
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", fmt.Errorf("%w and apt-get is not available; install nginx with the proxy, proxy_cache and slice modules", ErrNoNginx)
+		return "", fmt.Errorf("%w and apt-get is not available; install %s", errMissing, pkg)
 	}
-	fmt.Fprintln(log, "installing nginx-light with apt-get")
+	fmt.Fprintf(log, "installing %s with apt-get\n", pkg)
 	env := append(childEnv(), "DEBIAN_FRONTEND=noninteractive")
 	// A package index that was never fetched (a fresh container) makes the
 	// install fail; update once and retry.
 	for i, args := range [][]string{
-		{"install", "-y", "--no-install-recommends", "nginx-light"},
+		{"install", "-y", "--no-install-recommends", pkg},
 		{"update"},
-		{"install", "-y", "--no-install-recommends", "nginx-light"},
+		{"install", "-y", "--no-install-recommends", pkg},
 	} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = env
@@ -50,15 +64,13 @@ func EnsureNginx(ctx context.Context, install bool, log io.Writer) (string, erro
 			break
 		}
 		if err != nil && i == 2 {
-			return "", fmt.Errorf("%w: apt-get install nginx-light: %v: %s", ErrNoNginx, err, tail(out))
+			return "", fmt.Errorf("%w: apt-get install %s: %v: %s", errMissing, pkg, err, tail(out))
 		}
 	}
-	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path, nil
-		}
+	if path, ok := find(); ok {
+		return path, nil
 	}
-	return "", fmt.Errorf("%w: apt-get installed nginx-light but no nginx binary was found", ErrNoNginx)
+	return "", fmt.Errorf("%w: apt-get installed %s but no %s binary was found", errMissing, pkg, bins[0])
 }
 
 func tail(b []byte) string {

@@ -38,6 +38,9 @@ type proc struct {
 	pgid    int           // == the child's pid
 	done    chan struct{} // closed once the child has exited and been reaped
 	err     error         // Wait's result; read only after done
+	// cpu is the user + system time the child used (with the children it
+	// waited for); read only after done.
+	cpu time.Duration
 }
 
 // ErrExited is wrapped when a child exits while the harness still needs it.
@@ -79,6 +82,9 @@ func (g *procs) start(name, bin string, args, env []string, logPath string, deat
 		g.add(p)
 		started <- nil
 		p.err = cmd.Wait()
+		if st := cmd.ProcessState; st != nil {
+			p.cpu = st.UserTime() + st.SystemTime()
+		}
 		close(p.done)
 	}()
 	if err := <-started; err != nil {
@@ -144,7 +150,13 @@ func (g *procs) startedGroups() []int {
 type procStat struct {
 	pid, pgrp int
 	state     byte
+	// cpu is utime + stime, the CPU time the process has used so far.
+	cpu time.Duration
 }
+
+// clockTick is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
+// which Linux fixes at 100 on every architecture Go supports.
+const clockTick = 10 * time.Millisecond
 
 // readStat parses /proc/<pid>/stat; comm may hold spaces and parentheses,
 // so fields are counted from the last ')'.
@@ -157,15 +169,80 @@ func readStat(pid int) (procStat, error) {
 	if i < 0 {
 		return procStat{}, fmt.Errorf("harness: malformed /proc/%d/stat", pid)
 	}
+	// After the comm: state (field 3), ppid, pgrp (5), …, utime (14),
+	// stime (15).
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
+	if len(f) < 13 || len(f[0]) != 1 {
 		return procStat{}, fmt.Errorf("harness: malformed /proc/%d/stat", pid)
 	}
 	pgrp, err := strconv.Atoi(f[2])
 	if err != nil {
 		return procStat{}, err
 	}
-	return procStat{pid: pid, pgrp: pgrp, state: f[0][0]}, nil
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return procStat{}, fmt.Errorf("harness: /proc/%d/stat: %w", pid, err)
+	}
+	return procStat{pid: pid, pgrp: pgrp, state: f[0][0], cpu: time.Duration(utime+stime) * clockTick}, nil
+}
+
+// groupCPU is the CPU time the live members of group pgid have used so far
+// (for nginx: master, workers and cache processes). A member that has
+// exited takes its time with it, so take differences over short spans.
+func groupCPU(pgid int) (time.Duration, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	found := false
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			total += st.cpu
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: group %d has no live process", ErrExited, pgid)
+	}
+	return total, nil
+}
+
+// machineCPU is the CPU time all of the machine's CPUs have spent busy
+// since boot (user, nice, system, irq, softirq and steal in /proc/stat's
+// first line): everything, the harness, the servers and anything else that
+// runs, kernel work included.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system [idle iowait] irq softirq steal
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		busy += v
+	}
+	return time.Duration(busy) * clockTick
+}
+
+// selfCPU is the CPU time (user + system, all threads) this process has
+// used so far: the harness's clients and the fake hub.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // groupMembers lists the pids of group pgid that are not zombies (a zombie

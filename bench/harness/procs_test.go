@@ -44,6 +44,9 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 	if err != nil || n <= 0 {
 		t.Fatalf("peakRSS = %d, %v", n, err)
 	}
+	if cpu, err := groupCPU(p.pgid); err != nil || cpu < 0 {
+		t.Fatalf("groupCPU = %v, %v", cpu, err)
+	}
 
 	g.stop(p, 100*time.Millisecond)
 	if left := groupMembers(p.pgid); len(left) != 0 {
@@ -59,6 +62,9 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 	}
 	if _, err := peakRSS(p.pgid); err == nil {
 		t.Error("peakRSS of a stopped group succeeded")
+	}
+	if _, err := groupCPU(p.pgid); err == nil {
+		t.Error("groupCPU of a stopped group succeeded")
 	}
 }
 
@@ -78,7 +84,10 @@ func TestReadStatOddComm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.pid != os.Getpid() || st.pgrp <= 0 || st.state == 0 {
+	if st.pid != os.Getpid() || st.pgrp <= 0 || st.state == 0 || st.cpu < 0 {
 		t.Errorf("readStat(self) = %+v", st)
+	}
+	if selfCPU() <= 0 || machineCPU() <= 0 {
+		t.Errorf("selfCPU = %v, machineCPU = %v", selfCPU(), machineCPU())
 	}
 }

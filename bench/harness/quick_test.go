@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -18,16 +19,23 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // TestQuickBenchmark is `make bench-quick` end to end: the fake hub,
-// hubproxy (built from this module) and nginx on loopback, every scenario,
-// the report written. It checks that the run completes, that the table has
-// every scenario with figures for every target, and that nothing it started
-// is left running; never the timings.
+// hubproxy (built from this module), nginx and aria2c on loopback, the
+// ceiling probes, every scenario, the report written. It checks that the run
+// completes, that the table has every scenario with figures for every target
+// that takes part in it, that the ceiling section is there, and that nothing
+// it started is left running; never the timings. (Scenario 1 itself fails
+// the run if hubproxy does not end up with the file in its cache.)
 //
-// It needs nginx. When nginx is missing it installs nginx-light with
-// apt-get if it runs as root, and otherwise fails with the command to run.
+// It needs nginx. When nginx or aria2c is missing it installs them with
+// apt-get if it runs as root; without nginx it otherwise fails with the
+// command to run, and without aria2c it runs scenario 1 without that peer.
 func TestQuickBenchmark(t *testing.T) {
 	if _, err := EnsureNginx(context.Background(), true, logWriter{t}); err != nil {
 		t.Fatalf("the benchmark test needs nginx with the slice module: %v", err)
+	}
+	_, ariaErr := EnsureAria2c(context.Background(), true, logWriter{t})
+	if ariaErr != nil {
+		t.Logf("scenario 1 runs without aria2c: %v", ariaErr)
 	}
 	cfg := Quick()
 	cfg.OutDir = t.TempDir()
@@ -46,23 +54,37 @@ func TestQuickBenchmark(t *testing.T) {
 	}
 	md := string(b)
 	ratios, raw, ok := strings.Cut(md, "## Raw figures")
-	if !ok || !strings.Contains(ratios, "| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct |") ||
-		!strings.Contains(raw, "| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | Note |") {
+	if !ok || !strings.Contains(ratios, "| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct | hubproxy / aria2c |") ||
+		!strings.Contains(raw, "| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | aria2c | Note |") {
 		t.Fatalf("the report lacks its tables:\n%s", md)
 	}
-	for s := 1; s <= 7; s++ {
+	for s := 1; s <= 9; s++ {
 		row := fmt.Sprintf("\n| %d | ", s)
 		if !strings.Contains(ratios, row) || !strings.Contains(raw, row) {
 			t.Errorf("scenario %d has no row in both tables", s)
 		}
 	}
+	if !strings.Contains(raw, "## The machine's ceiling for a cold download") || !strings.Contains(md, "Ceiling for a cold verified-and-cached download") {
+		t.Errorf("the report has no ceiling section or line:\n%s", md)
+	}
+	if c := rep.Ceiling; c == nil || len(c.Disk) != cfg.Reps || len(c.SHA) != cfg.Reps || len(c.TCP) != cfg.Reps || math.IsNaN(c.parts().ceiling) {
+		t.Errorf("ceiling %+v, want %d samples of each probe", rep.Ceiling, cfg.Reps)
+	}
 	for _, m := range rep.Measures {
 		for _, name := range targetNames {
-			if name == Direct && m.Scenario == 7 {
-				continue // direct has no process of its own
+			want := cfg.Reps
+			switch {
+			case name == Direct && (m.Scenario == 7 || m.Scenario >= 8):
+				want = 0 // no process of its own; no cache to be warm
+			case name == Direct && m.Metric == "CPU time of the target's processes":
+				want = 0
+			case (name == Direct || name == Aria2c) && m.Metric == "time after the last upstream byte":
+				want = 0 // proxies only
+			case name == Aria2c && (m.Scenario != 1 || ariaErr != nil):
+				want = 0
 			}
-			if n := len(m.Samples[name]); n != cfg.Reps {
-				t.Errorf("scenario %d %q: %d samples for %s, want %d", m.Scenario, m.Metric, n, name, cfg.Reps)
+			if n := len(m.Samples[name]); n != want {
+				t.Errorf("scenario %d %q: %d samples for %s, want %d", m.Scenario, m.Metric, n, name, want)
 			}
 		}
 	}

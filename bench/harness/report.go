@@ -27,7 +27,7 @@ func (b Better) String() string {
 
 // Measure is one metric of one scenario, sampled for each target.
 type Measure struct {
-	Scenario int    // 1–7, as numbered in the issue
+	Scenario int    // 1–9, as numbered in bench/README.md
 	Title    string // the scenario's short name
 	Metric   string
 	Unit     string
@@ -48,6 +48,9 @@ type Report struct {
 	Machine  Machine
 	Settings []string // "key: value" lines describing the run
 	Measures []Measure
+	// Ceiling is the machine's own limit for a cold download (nil: not
+	// measured).
+	Ceiling *Ceiling
 	// Path is where the Markdown was written ("" until it is).
 	Path string
 	// Groups lists the process group of every child the run started; all
@@ -108,7 +111,7 @@ func ratioCell(m Measure, peer string) string {
 }
 
 // Markdown renders the report: machine and settings, the ratio table, the
-// raw figures and the headline lines for the README.
+// raw figures, the machine's ceiling and the headline lines for the README.
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# hubproxy benchmark: %s on %s\n\n", r.Started.Format("2006-01-02"), r.Machine.Host)
@@ -119,17 +122,26 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "- run time: %s\n\n", r.Elapsed.Round(time.Second))
 
 	b.WriteString("## Ratios (hubproxy / peer, medians)\n\n")
-	b.WriteString("Below 1 means hubproxy's figure is smaller. The name in brackets is who the ratio favours (within 5%: tie).\n\n")
-	b.WriteString("| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("Below 1 means hubproxy's figure is smaller. The name in brackets is who the ratio favours (within 5%: tie). aria2c takes part in scenario 1 only.\n\n")
+	b.WriteString("| # | Scenario | Metric | Better |")
+	for _, p := range peerNames {
+		fmt.Fprintf(&b, " hubproxy / %s |", p)
+	}
+	b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|", len(peerNames)) + "\n")
 	for _, m := range r.Measures {
-		fmt.Fprintf(&b, "| %d | %s | %s (%s) | %s | %s | %s |\n", m.Scenario, m.Title, m.Metric, m.Unit, m.Better,
-			ratioCell(m, Nginx), ratioCell(m, Direct))
+		fmt.Fprintf(&b, "| %d | %s | %s (%s) | %s |", m.Scenario, m.Title, m.Metric, m.Unit, m.Better)
+		for _, p := range peerNames {
+			fmt.Fprintf(&b, " %s |", ratioCell(m, p))
+		}
+		b.WriteString("\n")
 	}
 
 	b.WriteString("\n## Raw figures (median (min–max) over the repetitions)\n\n")
-	b.WriteString("| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | Note |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| # | Scenario | Metric | Unit |")
+	for _, t := range targetNames {
+		fmt.Fprintf(&b, " %s |", t)
+	}
+	b.WriteString(" Note |\n|---|---|---|---|" + strings.Repeat("---|", len(targetNames)) + "---|\n")
 	for _, m := range r.Measures {
 		fmt.Fprintf(&b, "| %d | %s | %s | %s", m.Scenario, m.Title, m.Metric, m.Unit)
 		for _, t := range targetNames {
@@ -138,13 +150,89 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, " | %s |\n", m.Note)
 	}
 
+	if r.Ceiling != nil {
+		b.WriteString("\n## The machine's ceiling for a cold download\n\n")
+		b.WriteString(r.ceilingMarkdown())
+	}
+
 	b.WriteString("\n## Headline\n\n")
 	b.WriteString(r.Headline())
 	return b.String()
 }
 
+// coldThroughput is scenario 1's throughput measure, if the report has it.
+func (r *Report) coldThroughput() (Measure, bool) {
+	for _, m := range r.Measures {
+		if m.Scenario == 1 && m.Metric == "throughput" {
+			return m, true
+		}
+	}
+	return Measure{}, false
+}
+
+// ceilingMarkdown is the ceiling section: each probe, the formula, and how
+// close every target's cold download came.
+func (r *Report) ceilingMarkdown() string {
+	c := r.Ceiling
+	p := c.parts()
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured before the scenarios, with nothing else of the benchmark running, %d times each; median (min–max).\n\n", len(c.Disk))
+	b.WriteString("| Stage | Probe | MiB/s | CPU (core-s per GiB) |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| disk write | %s sequential 1 MiB writes into the caches' filesystem, one fsync at the end | %s | %s |\n",
+		sizeName(c.Bytes), cell(summarize(c.Disk)), cell(summarize(c.DiskCPU)))
+	fmt.Fprintf(&b, "| sha256 | %s on one core (Go's crypto/sha256, as hubproxy's verification) | %s | %s |\n",
+		sizeName(c.Bytes), cell(summarize(c.SHA)), sig(1024/p.sha))
+	fmt.Fprintf(&b, "| loopback TCP | %s from a Go server to a Go client, one connection | %s | %s (both ends) |\n",
+		sizeName(c.Bytes), cell(summarize(c.TCP)), cell(summarize(c.TCPCPU)))
+	if c.Line > 0 {
+		fmt.Fprintf(&b, "| upstream line rate | the fake CDN's cap × %d connections (hubproxy's upstream limit; aria2c's -x) | %s | — |\n", c.LineConns, sig(c.Line))
+	}
+	fmt.Fprintf(&b, "| CPU budget | %d cores ÷ (2 × loopback CPU + sha256 CPU + disk-write CPU) per byte | %s | — |\n", c.Cores, sig(p.cpu))
+	fmt.Fprintf(&b, "| **ceiling** | **the smallest of the above: %s** | **%s** | |\n\n", p.limit, sig(p.ceiling))
+	b.WriteString("A cold download through hubproxy moves every byte over loopback twice (CDN → hubproxy, hubproxy → client), " +
+		"writes it to the cache once and hashes it once. Each stage alone caps the download at its own rate; " +
+		"together they share the machine's cores, so the CPU each byte costs in all stages, spread over every core, caps it too. " +
+		"The ceiling is the smallest of these caps: the best a perfectly pipelined proxy could do on this machine. " +
+		"It is optimistic: it ignores the fake hub's pacing, the client's own work and the kernel's writeback threads.\n\n")
+	if m, ok := r.coldThroughput(); ok {
+		b.WriteString("| Target | Cold download (MiB/s) | Share of the ceiling |\n|---|---|---|\n")
+		for _, t := range targetNames {
+			s := summarize(m.Samples[t])
+			if s.n == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f%% |\n", t, sig(s.median), 100*s.median/p.ceiling)
+		}
+		b.WriteString("\naria2c neither hashes nor serves a second hop, so its own ceiling is higher; the share shows how close the link and the disk let it come.\n")
+	}
+	return b.String()
+}
+
+// ceilingLine is the headline's sentence on the ceiling.
+func (r *Report) ceilingLine() string {
+	if r.Ceiling == nil {
+		return ""
+	}
+	p := r.Ceiling.parts()
+	line := fmt.Sprintf("Ceiling for a cold verified-and-cached download on this machine: %s MiB/s (the smallest of disk write %s, sha256 %s, loopback %s, CPU budget %s",
+		sig(p.ceiling), sig(p.disk), sig(p.sha), sig(p.tcp), sig(p.cpu))
+	if p.line > 0 {
+		line += fmt.Sprintf(", line rate %s", sig(p.line))
+	}
+	line += "; bench/README.md explains it)"
+	if m, ok := r.coldThroughput(); ok {
+		if s := summarize(m.Samples[Hubproxy]); s.n > 0 {
+			line += fmt.Sprintf("; hubproxy's cold download reached %.0f%% of it", 100*s.median/p.ceiling)
+		}
+		if s := summarize(m.Samples[Aria2c]); s.n > 0 {
+			line += fmt.Sprintf(", aria2c's %.0f%%", 100*s.median/p.ceiling)
+		}
+	}
+	return line + ".\n"
+}
+
 // Headline is the few lines the README quotes: the headline measures'
-// ratios, and the machine they came from.
+// ratios, the ceiling, and the machine they came from.
 func (r *Report) Headline() string {
 	var b strings.Builder
 	cmd := "make bench"
@@ -152,13 +240,23 @@ func (r *Report) Headline() string {
 		cmd = "make bench-quick"
 	}
 	fmt.Fprintf(&b, "Measured %s on %s (`%s`, %s sizes):\n\n", r.Started.Format("2006-01-02"), r.Machine.String(), cmd, r.mode())
-	b.WriteString("| Scenario | Metric | hubproxy | vs nginx-slice | vs direct |\n|---|---|---|---|---|\n")
+	b.WriteString("| Scenario | Metric | hubproxy |")
+	for _, p := range peerNames {
+		fmt.Fprintf(&b, " vs %s |", p)
+	}
+	b.WriteString("\n|---|---|---|" + strings.Repeat("---|", len(peerNames)) + "\n")
 	for _, m := range r.Measures {
 		if !m.Headline {
 			continue
 		}
-		fmt.Fprintf(&b, "| %d. %s | %s | %s %s | %s | %s |\n", m.Scenario, m.Title, m.Metric,
-			sig(summarize(m.Samples[Hubproxy]).median), m.Unit, ratioCell(m, Nginx), ratioCell(m, Direct))
+		fmt.Fprintf(&b, "| %d. %s | %s | %s %s |", m.Scenario, m.Title, m.Metric, sig(summarize(m.Samples[Hubproxy]).median), m.Unit)
+		for _, p := range peerNames {
+			fmt.Fprintf(&b, " %s |", ratioCell(m, p))
+		}
+		b.WriteString("\n")
+	}
+	if l := r.ceilingLine(); l != "" {
+		b.WriteString("\n" + l)
 	}
 	return b.String()
 }

@@ -1,12 +1,15 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +22,10 @@ type bench struct {
 	log     io.Writer
 	hub     *hubtest.Hub
 	fx      fixtures
-	hp, ng  target
-	targets []target // in targetNames order
+	hp, ng  *server
+	targets []target // hubproxy, nginx, direct: in targetNames order
+	// aria is the aria2c peer of scenario 1; nil when it is left out.
+	aria *aria2
 	// cold and coldUp hold scenario 1's download times and upstream ratios
 	// by target; scenarios 2 and 4 reuse direct's rather than repeat
 	// multi-minute downloads that no cache can change.
@@ -59,6 +64,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Machine.Nginx = nginxVersion(nginxBin)
+	var ariaBin string
+	if !cfg.NoAria2 {
+		ariaBin, err = EnsureAria2c(ctx, !cfg.NoInstall, log)
+		switch {
+		case err != nil && cfg.Mode == "quick":
+			// The smoke run may go without its peer; CI installs it.
+			fmt.Fprintf(log, "aria2c left out of scenario 1: %v\n", err)
+			ariaBin = ""
+		case err != nil:
+			return nil, fmt.Errorf("%w (or run with -no-aria2c)", err)
+		default:
+			rep.Machine.Aria2c = aria2Version(ariaBin)
+		}
+	}
 	hubproxyBin := cfg.HubproxyBin
 	if hubproxyBin == "" {
 		fmt.Fprintln(log, "building hubproxy")
@@ -77,10 +96,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.hp = newHubproxy(g, work, hubproxyBin, hub.URL)
 	b.ng = newNginx(g, work, nginxBin, hub.URL, cfg.SliceSize, cfg.NginxWorkers)
 	b.targets = []target{b.hp, b.ng, &direct{url: hub.URL}}
+	if ariaBin != "" {
+		b.aria = &aria2{bin: ariaBin, procs: g, workDir: work, hubURL: hub.URL, conns: cfg.Aria2Conns, split: cfg.Aria2Split}
+	}
 	rep.Settings = b.settings()
 
+	// The ceiling first, while nothing else runs.
+	if rep.Ceiling, err = measureCeiling(ctx, work, cfg.CeilingSize, cfg.Reps, b.logf); err != nil {
+		return nil, err
+	}
+	if cfg.Bandwidth > 0 {
+		rep.Ceiling.Line = float64(cfg.Bandwidth) * float64(hubproxyUpstreamConns) / float64(MiB)
+		rep.Ceiling.LineConns = hubproxyUpstreamConns
+	}
+	// Scenarios 8 and 9 run while scenario 1's caches are warm, after 3.
 	for _, s := range []func(context.Context) ([]Measure, error){
-		b.coldDownload, b.warmDownload, b.warmRanges, b.firstTensor, b.herd, b.listing,
+		b.coldDownload, b.warmDownload, b.warmRanges, b.warmSmallRanges, b.warmBigRanges, b.firstTensor, b.herd, b.listing,
 	} {
 		ms, err := s(ctx)
 		if err != nil {
@@ -89,6 +120,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Measures = append(rep.Measures, ms...)
 	}
 	rep.Measures = append(rep.Measures, b.memory()...)
+	slices.SortStableFunc(rep.Measures, func(a, b Measure) int { return cmp.Compare(a.Scenario, b.Scenario) })
 	for _, t := range b.targets {
 		t.stop()
 	}
@@ -109,11 +141,28 @@ func (b *bench) settings() []string {
 		fmt.Sprintf("upstream: in-process fake hub (hub + CDN on loopback), %s/s per connection, %v added latency per request", mib(c.Bandwidth), c.Latency),
 		fmt.Sprintf("large model: %s (%d tensors of %s); herd file: %s, %d clients; sharded model: %d shards, %s in all, %d tensors each",
 			mib(b.fx.large.size), len(b.fx.large.tensors), mib(c.TensorSize), mib(b.fx.herd.size), c.HerdClients, c.Shards, mib(b.fx.shardBytes), c.ShardTensors),
-		fmt.Sprintf("ranges: %d connections for %v, sizes log-uniform %s–%s", c.RangeConns, c.RangeDuration, sizeName(c.RangeMin), sizeName(c.RangeMax)),
+		fmt.Sprintf("ranges (3): %d connections for %v, sizes log-uniform %s–%s", c.RangeConns, c.RangeDuration, sizeName(c.RangeMin), sizeName(c.RangeMax)),
+		fmt.Sprintf("fixed ranges (8, 9): %s and %s at random offsets, %d keep-alive connections for %v each, the harness's own HTTP/1.1 load generator",
+			sizeName(c.SmallRange), sizeName(c.BigRange), c.FixedRangeConns, c.RangeDuration),
 		"hubproxy: default settings (64 KiB blocks, 8 MiB chunks, read-ahead 4, 16 upstream requests), unlimited cache",
 		fmt.Sprintf("nginx: slice %s, proxy_cache + proxy_cache_lock, worker_processes %s, redirects followed by a second server block (bench/README.md)", mib(c.SliceSize), c.NginxWorkers),
+		b.ariaSetting(),
+		fmt.Sprintf("ceiling probes: %s written + fsynced into the caches' filesystem, hashed, and sent over one loopback connection", mib(c.CeilingSize)),
 		fmt.Sprintf("repetitions: %d; every cold measurement restarts the proxy with an empty cache", c.Reps),
 	}
+}
+
+// hubproxyUpstreamConns is hubproxy's default cap on concurrent upstream
+// requests; the ceiling's line rate assumes a client that opens as many.
+const hubproxyUpstreamConns = 16
+
+// ariaSetting describes the aria2c peer.
+func (b *bench) ariaSetting() string {
+	if b.aria == nil {
+		return "aria2c: left out (not installed, or -no-aria2c)"
+	}
+	return fmt.Sprintf("aria2c (scenario 1): resolve at the hub, then `aria2c -x%d -s%d -k%s --file-allocation=none` on the CDN URL into a directory on the caches' filesystem; no hashing",
+		b.aria.conns, b.aria.conns, sizeString(b.aria.split))
 }
 
 // logf prints a progress line.
@@ -140,4 +189,17 @@ func buildHubproxy(ctx context.Context, dir, out string) (string, error) {
 		return "", fmt.Errorf("harness: go build ./cmd/hubproxy: %v: %s", err, tail(o))
 	}
 	return bin, nil
+}
+
+// sizeString is n as aria2c and the command line spell it ("8M", "512K").
+func sizeString(n int64) string {
+	switch {
+	case n%GiB == 0:
+		return strconv.FormatInt(n/GiB, 10) + "G"
+	case n%MiB == 0:
+		return strconv.FormatInt(n/MiB, 10) + "M"
+	case n%KiB == 0:
+		return strconv.FormatInt(n/KiB, 10) + "K"
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -16,10 +16,17 @@ const (
 	Hubproxy = "hubproxy"
 	Nginx    = "nginx-slice"
 	Direct   = "direct"
+	// Aria2c is a download client, not a cache: `aria2c -x16 -s16` straight
+	// from the CDN URL that resolving the file gives. It takes part in
+	// scenario 1 only.
+	Aria2c = "aria2c"
 )
 
 // targetNames is the report's column order.
-var targetNames = []string{Hubproxy, Nginx, Direct}
+var targetNames = []string{Hubproxy, Nginx, Direct, Aria2c}
+
+// peerNames are the columns hubproxy is divided by.
+var peerNames = targetNames[1:]
 
 // target is one thing clients download through.
 type target interface {
@@ -33,6 +40,9 @@ type target interface {
 	// peakRSS is the peak resident memory since the last restart, and false
 	// for a target with no process of its own.
 	peakRSS() (int64, bool, error)
+	// cpuTime is the CPU time the target's own processes have used so far
+	// (since the last restart), and false for a target with none.
+	cpuTime() (time.Duration, bool, error)
 	// stop ends the target's processes, if any.
 	stop()
 }
@@ -44,7 +54,10 @@ func (d *direct) name() string                  { return Direct }
 func (d *direct) restart(context.Context) error { return nil }
 func (d *direct) baseURL() string               { return d.url }
 func (d *direct) peakRSS() (int64, bool, error) { return 0, false, nil }
-func (d *direct) stop()                         {}
+func (d *direct) cpuTime() (time.Duration, bool, error) {
+	return 0, false, nil
+}
+func (d *direct) stop() {}
 
 // server is a proxy child process that is restarted with a fresh cache
 // directory for every cold measurement.
@@ -87,6 +100,17 @@ func (s *server) peakRSS() (int64, bool, error) {
 	n, err := peakRSS(s.p.pgid)
 	return n, true, err
 }
+
+func (s *server) cpuTime() (time.Duration, bool, error) {
+	if s.p == nil {
+		return 0, true, fmt.Errorf("%w: %s is not running", ErrExited, s.label)
+	}
+	d, err := groupCPU(s.p.pgid)
+	return d, true, err
+}
+
+// cacheDir is where the running instance keeps its cache.
+func (s *server) cacheDir() string { return filepath.Join(s.dir, "cache") }
 
 // stop ends the process and removes its cache, which can be gigabytes.
 func (s *server) stop() {

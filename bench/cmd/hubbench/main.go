@@ -41,25 +41,32 @@ func run(args []string) error {
 		cfg = harness.Quick()
 	}
 	fs := flag.NewFlagSet("hubbench", flag.ContinueOnError)
-	fs.Bool("quick", quick, "tiny sizes, about a minute (make bench-quick)")
+	fs.Bool("quick", quick, "tiny sizes, well under a minute (make bench-quick)")
 	fs.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for the <date>-<host>.md report")
 	fs.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "parent of the temporary directory for caches and logs (default $TMPDIR)")
 	fs.StringVar(&cfg.HubproxyBin, "hubproxy", cfg.HubproxyBin, "hubproxy binary (default: go build ./cmd/hubproxy)")
 	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "repetitions of every measurement")
 	bw := fs.String("bandwidth", sizeString(cfg.Bandwidth), "upstream bandwidth cap per connection, per second (0 = none)")
 	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "latency the upstream adds to every request")
-	large := fs.String("large", sizeString(cfg.LargeSize), "size of the large model (scenarios 1-4)")
+	large := fs.String("large", sizeString(cfg.LargeSize), "size of the large model (scenarios 1-4, 8, 9)")
 	tensor := fs.String("tensor", sizeString(cfg.TensorSize), "size of each tensor of the large model")
 	herd := fs.String("herd", sizeString(cfg.HerdSize), "size of the file the herd downloads (scenario 5)")
 	fs.IntVar(&cfg.HerdClients, "herd-clients", cfg.HerdClients, "concurrent cold clients in scenario 5")
 	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "shards of the sharded model (scenario 6)")
 	fs.IntVar(&cfg.ShardTensors, "shard-tensors", cfg.ShardTensors, "tensors per shard")
 	fs.IntVar(&cfg.RangeConns, "range-conns", cfg.RangeConns, "concurrent connections in scenario 3")
-	fs.DurationVar(&cfg.RangeDuration, "range-duration", cfg.RangeDuration, "length of each scenario-3 run")
+	fs.DurationVar(&cfg.RangeDuration, "range-duration", cfg.RangeDuration, "length of each scenario-3, -8 and -9 run")
+	fs.IntVar(&cfg.FixedRangeConns, "fixed-range-conns", cfg.FixedRangeConns, "concurrent keep-alive connections in scenarios 8 and 9")
+	small := fs.String("small-range", sizeString(cfg.SmallRange), "range size of scenario 8 (warm small ranges)")
+	big := fs.String("big-range", sizeString(cfg.BigRange), "range size of scenario 9 (warm large ranges)")
+	fs.IntVar(&cfg.Aria2Conns, "aria2c-conns", cfg.Aria2Conns, "aria2c's -x and -s in scenario 1 (at most 16)")
+	ariaSplit := fs.String("aria2c-split", sizeString(cfg.Aria2Split), "aria2c's -k (--min-split-size), at least 1MiB")
+	fs.BoolVar(&cfg.NoAria2, "no-aria2c", cfg.NoAria2, "leave aria2c out of scenario 1")
+	ceiling := fs.String("ceiling-size", sizeString(cfg.CeilingSize), "bytes each machine-ceiling probe writes, hashes and sends")
 	slice := fs.String("slice", sizeString(cfg.SliceSize), "nginx slice size")
 	fs.StringVar(&cfg.NginxWorkers, "nginx-workers", cfg.NginxWorkers, "nginx worker_processes")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check the sha256 of every full download")
-	fs.BoolVar(&cfg.NoInstall, "no-install", cfg.NoInstall, "never apt-get install nginx-light")
+	fs.BoolVar(&cfg.NoInstall, "no-install", cfg.NoInstall, "never apt-get install nginx-light or aria2")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,7 +75,8 @@ func run(args []string) error {
 		v    *string
 		dst  *int64
 	}{{"bandwidth", bw, &cfg.Bandwidth}, {"large", large, &cfg.LargeSize}, {"tensor", tensor, &cfg.TensorSize},
-		{"herd", herd, &cfg.HerdSize}, {"slice", slice, &cfg.SliceSize}} {
+		{"herd", herd, &cfg.HerdSize}, {"slice", slice, &cfg.SliceSize}, {"small-range", small, &cfg.SmallRange},
+		{"big-range", big, &cfg.BigRange}, {"aria2c-split", ariaSplit, &cfg.Aria2Split}, {"ceiling-size", ceiling, &cfg.CeilingSize}} {
 		n, err := parseSize(*s.v)
 		if err != nil {
 			return fmt.Errorf("-%s: %w", s.flag, err)
