@@ -90,7 +90,9 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.Fil
 		if rng.single && rng.end-rng.start < sendfileMin {
 			// A small range of a verified blob: one pread of the file the
 			// cache keeps open, no open, seek or close per request.
-			http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(f, 0, m.Size))
+			if !s.serveSmall(w, r, f, rng.start, rng.end, m.Size) {
+				http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(f, 0, m.Size))
+			}
 			return
 		}
 		if blob, err := f.Blob(); err == nil {

@@ -106,6 +106,7 @@ type Server struct {
 	log    *slog.Logger
 	logs   *logBudget // successful request lines per second
 	router chi.Router
+	bodies smallBodies // buffers of small warm ranges (smallrange.go)
 }
 
 // New returns the server's handler.
