@@ -90,8 +90,8 @@ var keyHelp = map[string]string{
 	"log-format":                "text or json",
 	"admin-listen":              "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it",
 	"gpu-driver-path":           "CUDA driver library loaded at run time (builds with -tags cuda)",
-	"gpu-lease-ttl":             "GPU leases not released by then are freed, so a crashed consumer leaks nothing",
-	"gpu-device-budget-bytes":   "most device memory leases may hold per GPU; 0 = 90% of the device",
+	"gpu-lease-ttl":             "GPU leases not held by their staging connection end after this unless renewed, so a vanished consumer leaks nothing",
+	"gpu-device-budget-bytes":   "cap on device memory leases may hold per GPU; 0 = no cap beyond free memory less 10% headroom",
 }
 
 // configKeys lists every key, in app.Config's field order.

@@ -301,6 +301,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 			DriverPath:   cfg.GPUDriverPath,
 			LeaseTTL:     cfg.GPULeaseTTL,
 			DeviceBudget: cfg.GPUDeviceBudgetBytes,
+			Logger:       log.With("component", "gpu"),
 		})
 		if err != nil {
 			cleanup.run()
@@ -321,6 +322,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		}
 		return len(ls), b
 	})
+	metrics.RegisterGPUDevices(reg, server.GPUDeviceHealth(stager))
 	admin := srv.Admin(server.AdminOptions{
 		Stager:  stager,
 		Stats:   func() any { return store.Stats() },

@@ -29,8 +29,9 @@ import (
 // (cuEventSynchronize) in several goroutines proceed in parallel. The cost
 // is one cuCtxSetCurrent per call, a thread-local store in the driver.
 type cudaDriver struct {
-	d *C.hp_driver
-	n int
+	d     *C.hp_driver
+	n     int
+	sysfs string // where identify reads NUMA nodes
 
 	mu sync.RWMutex
 	// Guarded by mu: attached devices, indexed by ordinal.
@@ -42,10 +43,15 @@ type cudaDevice struct {
 	ctx     C.CUcontext
 	streams []C.CUstream
 	events  []C.CUevent
+	// registered are the NUMA-placed pinned buffers made in this context:
+	// memory this driver mapped itself (hp_host_register), so it must
+	// unmap it itself, even after a reset took the registration. Guarded
+	// by cudaDriver.mu.
+	registered map[unsafe.Pointer]C.size_t
 }
 
 // openDriver loads the driver library at path and initialises CUDA.
-func openDriver(path string) (driver, error) {
+func openDriver(path, sysfs string) (driver, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var msg [512]C.char
@@ -57,7 +63,7 @@ func openDriver(path string) (driver, error) {
 		}
 		return nil, fmt.Errorf("%w: loading %s: %s", ErrUnavailable, path, C.GoString(&msg[0]))
 	}
-	drv := &cudaDriver{d: d}
+	drv := &cudaDriver{d: d, sysfs: sysfs}
 	var n C.int
 	if err := drv.check(C.hp_device_count(d, &n)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -117,8 +123,37 @@ func (c *cudaDriver) deviceTotal(dev int) (int64, error) {
 	return int64(n), nil
 }
 
+func (c *cudaDriver) identify(dev int) (deviceID, error) {
+	id := deviceID{numaNode: -1}
+	var uuid [16]C.uchar
+	var ok, vmm C.int
+	if err := c.check(C.hp_device_uuid(c.d, C.int(dev), &uuid[0], &ok)); err != nil {
+		return id, err
+	}
+	if ok != 0 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(uuid[i])
+		}
+		id.uuid = FormatUUID(b)
+	}
+	var pci [32]C.char
+	if err := c.check(C.hp_device_pci(c.d, C.int(dev), &pci[0], C.int(len(pci)))); err != nil {
+		return id, err
+	}
+	if p, ok := NormalizePCIBusID(C.GoString(&pci[0])); ok {
+		id.pciBusID = p
+		id.numaNode = sysfsNUMANode(c.sysfs, p)
+	}
+	if err := c.check(C.hp_device_vmm(c.d, C.int(dev), &vmm)); err != nil {
+		return id, err
+	}
+	id.vmm = vmm != 0
+	return id, nil
+}
+
 func (c *cudaDriver) attach(dev, streams, events int) error {
-	cd := &cudaDevice{}
+	cd := &cudaDevice{registered: map[unsafe.Pointer]C.size_t{}}
 	if err := c.check(C.hp_ctx_retain(c.d, C.int(dev), &cd.ctx)); err != nil {
 		return err
 	}
@@ -173,6 +208,24 @@ func (c *cudaDriver) detach(dev int) error {
 	return c.teardown(dev, cd)
 }
 
+// reset destroys the device's context: its streams, events, allocations
+// and registrations go with it, so only the memory this driver mapped for
+// registered buffers is left to unmap.
+func (c *cudaDriver) reset(dev int) error {
+	cd, err := c.dev(dev)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.devs[dev] = nil
+	c.mu.Unlock()
+	err = c.check(C.hp_ctx_reset(c.d, C.int(dev)))
+	for p, n := range cd.registered {
+		C.hp_host_unmap(p, n)
+	}
+	return err
+}
+
 func (c *cudaDriver) memInfo(dev int) (int64, int64, error) {
 	cd, err := c.dev(dev)
 	if err != nil {
@@ -205,6 +258,59 @@ func (c *cudaDriver) free(dev int, p uint64) error {
 	return c.check(C.hp_free(c.d, cd.ctx, C.CUdeviceptr(p)))
 }
 
+func (c *cudaDriver) granularity(dev int) (int64, error) {
+	cd, err := c.dev(dev)
+	if err != nil {
+		return 0, err
+	}
+	var g C.size_t
+	if err := c.check(C.hp_granularity(c.d, cd.ctx, C.int(dev), &g)); err != nil {
+		return 0, err
+	}
+	return int64(g), nil
+}
+
+func (c *cudaDriver) vmmAlloc(dev int, n int64) (vmem, error) {
+	cd, err := c.dev(dev)
+	if err != nil {
+		return vmem{}, err
+	}
+	var p C.CUdeviceptr
+	var h C.CUmemGenericAllocationHandle
+	if err := c.check(C.hp_vmm_alloc(c.d, cd.ctx, C.int(dev), C.size_t(n), &p, &h)); err != nil {
+		return vmem{}, err
+	}
+	return vmem{ptr: uint64(p), handle: uint64(h), size: n}, nil
+}
+
+func (c *cudaDriver) vmmFree(dev int, m vmem) error {
+	cd, err := c.dev(dev)
+	if err != nil {
+		return err
+	}
+	return c.check(C.hp_vmm_free(c.d, cd.ctx, C.CUdeviceptr(m.ptr), C.size_t(m.size), C.CUmemGenericAllocationHandle(m.handle)))
+}
+
+func (c *cudaDriver) exportFD(dev int, m vmem) (int, error) {
+	cd, err := c.dev(dev)
+	if err != nil {
+		return -1, err
+	}
+	var fd C.int
+	if err := c.check(C.hp_export_fd(c.d, cd.ctx, C.CUmemGenericAllocationHandle(m.handle), &fd)); err != nil {
+		return -1, err
+	}
+	return int(fd), nil
+}
+
+func (c *cudaDriver) syncDevice(dev int) error {
+	cd, err := c.dev(dev)
+	if err != nil {
+		return err
+	}
+	return c.check(C.hp_ctx_sync(c.d, cd.ctx))
+}
+
 func (c *cudaDriver) ipcHandle(dev int, p uint64) ([]byte, error) {
 	cd, err := c.dev(dev)
 	if err != nil {
@@ -219,14 +325,23 @@ func (c *cudaDriver) ipcHandle(dev int, p uint64) ([]byte, error) {
 
 // hostAlloc returns pinned C memory as a slice. The slice points outside
 // the Go heap, so it may be handed to C and to the driver's DMA engine
-// freely; Go code writes into it directly.
-func (c *cudaDriver) hostAlloc(dev int, n int64) ([]byte, error) {
+// freely; Go code writes into it directly. With a node, and a driver that
+// can register host memory, the pages are placed on that NUMA node
+// (cuMemHostAlloc places them wherever the first touch happens to run).
+func (c *cudaDriver) hostAlloc(dev int, n int64, node int) ([]byte, error) {
 	cd, err := c.dev(dev)
 	if err != nil {
 		return nil, err
 	}
 	var p unsafe.Pointer
-	if err := c.check(C.hp_host_alloc(c.d, cd.ctx, C.size_t(n), &p)); err != nil {
+	if node >= 0 && C.hp_has_register(c.d) != 0 {
+		if err := c.check(C.hp_host_register(c.d, cd.ctx, C.size_t(n), C.int(node), &p)); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		cd.registered[p] = C.size_t(n)
+		c.mu.Unlock()
+	} else if err := c.check(C.hp_host_alloc(c.d, cd.ctx, C.size_t(n), &p)); err != nil {
 		return nil, err
 	}
 	return unsafe.Slice((*byte)(p), n), nil
@@ -237,7 +352,20 @@ func (c *cudaDriver) hostFree(dev int, b []byte) error {
 	if err != nil {
 		return err
 	}
-	return c.check(C.hp_host_free(c.d, cd.ctx, unsafe.Pointer(unsafe.SliceData(b))))
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	c.mu.Lock()
+	n, registered := cd.registered[p]
+	c.mu.Unlock()
+	if !registered {
+		return c.check(C.hp_host_free(c.d, cd.ctx, p))
+	}
+	if err := c.check(C.hp_host_unregister(c.d, cd.ctx, p, n)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(cd.registered, p)
+	c.mu.Unlock()
+	return nil
 }
 
 func (c *cudaDriver) copyAsync(dev, stream int, dst uint64, src []byte) error {
@@ -301,69 +429,3 @@ func (c *cudaDriver) pageable(n int64) ([]byte, error) {
 }
 
 func (c *cudaDriver) freePageable(b []byte) { C.free(unsafe.Pointer(unsafe.SliceData(b))) }
-
-// fakeControl reaches the control functions of the fake driver in
-// testdata/fakecuda. Only tests use it; it lives here because this is the
-// one file that may import "C".
-type fakeControl struct{ lib unsafe.Pointer }
-
-// openFakeControl dlopens the fake at path. Open with the same DriverPath
-// then shares its state (dlopen returns the already loaded instance).
-func openFakeControl(path string) (*fakeControl, error) {
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
-	var msg [512]C.char
-	lib := C.hp_lib_open(cpath, &msg[0], C.int(len(msg)))
-	if lib == nil {
-		return nil, fmt.Errorf("loading %s: %s", path, C.GoString(&msg[0]))
-	}
-	return &fakeControl{lib: lib}, nil
-}
-
-func (f *fakeControl) sym(name string) unsafe.Pointer {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	p := C.hp_lib_sym(f.lib, cname)
-	if p == nil {
-		panic("fakecuda: missing " + name)
-	}
-	return p
-}
-
-// calls returns how often the entry point name was called (failures too).
-func (f *fakeControl) calls(name string) int64 { return f.llS("fake_calls", name) }
-
-// live returns the live objects of a kind: alloc, host, stream, event, ctx
-// (context references), or violations (misuses the fake detected).
-func (f *fakeControl) live(kind string) int64 { return f.llS("fake_live", kind) }
-
-func (f *fakeControl) llS(fn, arg string) int64 {
-	carg := C.CString(arg)
-	defer C.free(unsafe.Pointer(carg))
-	return int64(C.hp_fn_ll_s(f.sym(fn), carg))
-}
-
-// fail makes the entry point name return code count times (-1: forever),
-// after letting after more calls succeed.
-func (f *fakeControl) fail(name string, code, after, count int) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	C.hp_fn_i_siii(f.sym("fake_fail"), cname, C.int(code), C.int(after), C.int(count))
-}
-
-// configure sets the device count and per-device memory; call before Open.
-func (f *fakeControl) configure(devices int, total int64) {
-	C.hp_fn_i_iull(f.sym("fake_configure"), C.int(devices), C.ulonglong(total))
-}
-
-// setCopyDelay makes each queued copy take at least us microseconds, so
-// that reusing a buffer before its copy completes corrupts data visibly.
-func (f *fakeControl) setCopyDelay(us int) {
-	C.hp_fn_i_iull(f.sym("fake_set_copy_delay"), C.int(us), 0)
-}
-
-// ipcRead reads through an IPC handle the way a consumer process would.
-func (f *fakeControl) ipcRead(handle []byte, off int64, p []byte) int {
-	return int(C.hp_fn_i_pullpull(f.sym("fake_ipc_read"), unsafe.Pointer(&handle[0]),
-		C.ulonglong(off), unsafe.Pointer(&p[0]), C.ulonglong(len(p))))
-}

@@ -4,10 +4,14 @@
 // pointers: every pointer argument is used only for the duration of the
 // call. Functions taking a CUcontext bind it on the calling thread first.
 
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "cuda_shim.h"
 
@@ -38,6 +42,23 @@ struct hp_driver {
 	CUresult (*cuEventDestroy)(CUevent);
 	CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
 	CUresult (*cuGetErrorName)(CUresult, const char **);
+	CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+	CUresult (*cuDeviceGetPCIBusId)(char *, int, CUdevice);
+	CUresult (*cuDevicePrimaryCtxReset)(CUdevice);
+	CUresult (*cuCtxSynchronize)(void);
+	// Optional: NULL where the driver lacks them.
+	CUresult (*cuDeviceGetUuid)(CUuuid *, CUdevice);
+	CUresult (*cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
+	CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+	CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+	CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+	CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+	CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int, unsigned long long);
+	CUresult (*cuMemHostRegister)(void *, size_t, unsigned int);
+	CUresult (*cuMemHostUnregister)(void *);
 };
 
 // Symbol names as exported by libcuda. Where cuda.h maps an API to a
@@ -69,6 +90,22 @@ static const char *hp_names[HP_NCALLS] = {
 	[HP_cuEventDestroy] = "cuEventDestroy_v2",
 	[HP_cuIpcGetMemHandle] = "cuIpcGetMemHandle",
 	[HP_cuGetErrorName] = "cuGetErrorName",
+	[HP_cuDeviceGetAttribute] = "cuDeviceGetAttribute",
+	[HP_cuDeviceGetPCIBusId] = "cuDeviceGetPCIBusId",
+	[HP_cuDevicePrimaryCtxReset] = "cuDevicePrimaryCtxReset_v2",
+	[HP_cuCtxSynchronize] = "cuCtxSynchronize",
+	[HP_cuDeviceGetUuid] = "cuDeviceGetUuid_v2",
+	[HP_cuMemGetAllocationGranularity] = "cuMemGetAllocationGranularity",
+	[HP_cuMemCreate] = "cuMemCreate",
+	[HP_cuMemRelease] = "cuMemRelease",
+	[HP_cuMemAddressReserve] = "cuMemAddressReserve",
+	[HP_cuMemAddressFree] = "cuMemAddressFree",
+	[HP_cuMemMap] = "cuMemMap",
+	[HP_cuMemUnmap] = "cuMemUnmap",
+	[HP_cuMemSetAccess] = "cuMemSetAccess",
+	[HP_cuMemExportToShareableHandle] = "cuMemExportToShareableHandle",
+	[HP_cuMemHostRegister] = "cuMemHostRegister_v2",
+	[HP_cuMemHostUnregister] = "cuMemHostUnregister",
 };
 
 static const char *hp_fallback(int call) {
@@ -76,11 +113,14 @@ static const char *hp_fallback(int call) {
 	case HP_cuDevicePrimaryCtxRelease: return "cuDevicePrimaryCtxRelease";
 	case HP_cuStreamDestroy: return "cuStreamDestroy";
 	case HP_cuEventDestroy: return "cuEventDestroy";
+	case HP_cuDevicePrimaryCtxReset: return "cuDevicePrimaryCtxReset";
+	case HP_cuDeviceGetUuid: return "cuDeviceGetUuid";
 	}
 	return NULL;
 }
 
 const char *hp_call_name(int call) {
+	if (call == HP_mmap) return "mmap";
 	if (call < 0 || call >= HP_NCALLS) return "unknown";
 	return hp_names[call];
 }
@@ -102,7 +142,7 @@ hp_driver *hp_open(const char *path, char *err, int errlen, hp_res *res) {
 	void *syms[HP_NCALLS];
 	for (int i = 0; i < HP_NCALLS; i++) {
 		syms[i] = hp_resolve(lib, i);
-		if (syms[i] == NULL) {
+		if (syms[i] == NULL && i < HP_FIRST_OPTIONAL) {
 			snprintf(err, errlen, "%s: missing symbol %s", path, hp_names[i]);
 			dlclose(lib);
 			return NULL;
@@ -140,6 +180,22 @@ hp_driver *hp_open(const char *path, char *err, int errlen, hp_res *res) {
 	d->cuEventDestroy = syms[HP_cuEventDestroy];
 	d->cuIpcGetMemHandle = syms[HP_cuIpcGetMemHandle];
 	d->cuGetErrorName = syms[HP_cuGetErrorName];
+	d->cuDeviceGetAttribute = syms[HP_cuDeviceGetAttribute];
+	d->cuDeviceGetPCIBusId = syms[HP_cuDeviceGetPCIBusId];
+	d->cuDevicePrimaryCtxReset = syms[HP_cuDevicePrimaryCtxReset];
+	d->cuCtxSynchronize = syms[HP_cuCtxSynchronize];
+	d->cuDeviceGetUuid = syms[HP_cuDeviceGetUuid];
+	d->cuMemGetAllocationGranularity = syms[HP_cuMemGetAllocationGranularity];
+	d->cuMemCreate = syms[HP_cuMemCreate];
+	d->cuMemRelease = syms[HP_cuMemRelease];
+	d->cuMemAddressReserve = syms[HP_cuMemAddressReserve];
+	d->cuMemAddressFree = syms[HP_cuMemAddressFree];
+	d->cuMemMap = syms[HP_cuMemMap];
+	d->cuMemUnmap = syms[HP_cuMemUnmap];
+	d->cuMemSetAccess = syms[HP_cuMemSetAccess];
+	d->cuMemExportToShareableHandle = syms[HP_cuMemExportToShareableHandle];
+	d->cuMemHostRegister = syms[HP_cuMemHostRegister];
+	d->cuMemHostUnregister = syms[HP_cuMemHostUnregister];
 	res->code = d->cuInit(0);
 	if (res->code != 0) {
 		// The library stays loaded: libcuda does not support unloading.
@@ -294,6 +350,164 @@ hp_res hp_ipc_handle(hp_driver *d, CUcontext ctx, CUdeviceptr p, void *handle64)
 	return HP_RES(0, 0);
 }
 
+hp_res hp_device_uuid(hp_driver *d, int ordinal, unsigned char uuid16[16], int *ok) {
+	CUdevice dev;
+	CUuuid u;
+	*ok = 0;
+	if (d->cuDeviceGetUuid == NULL) return HP_RES(0, 0);
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDeviceGetUuid(&u, dev), HP_cuDeviceGetUuid);
+	memcpy(uuid16, u.bytes, 16);
+	*ok = 1;
+	return HP_RES(0, 0);
+}
+
+hp_res hp_device_pci(hp_driver *d, int ordinal, char *buf, int len) {
+	CUdevice dev;
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDeviceGetPCIBusId(buf, len, dev), HP_cuDeviceGetPCIBusId);
+	return HP_RES(0, 0);
+}
+
+int hp_has_vmm(hp_driver *d) {
+	return d->cuMemGetAllocationGranularity && d->cuMemCreate && d->cuMemRelease && d->cuMemAddressReserve &&
+	       d->cuMemAddressFree && d->cuMemMap && d->cuMemUnmap && d->cuMemSetAccess && d->cuMemExportToShareableHandle;
+}
+
+hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm) {
+	CUdevice dev;
+	int a = 0, b = 0;
+	*vmm = 0;
+	if (!hp_has_vmm(d)) return HP_RES(0, 0);
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDeviceGetAttribute(&a, HP_ATTR_VMM, dev), HP_cuDeviceGetAttribute);
+	HP_TRY(d->cuDeviceGetAttribute(&b, HP_ATTR_POSIX_FD, dev), HP_cuDeviceGetAttribute);
+	*vmm = a && b;
+	return HP_RES(0, 0);
+}
+
+// hp_ctx_reset destroys the primary context with everything in it (the
+// only way out of a sticky fault) and drops the reference attach took: a
+// reset does not release it.
+hp_res hp_ctx_reset(hp_driver *d, int ordinal) {
+	CUdevice dev;
+	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
+	HP_TRY(d->cuDevicePrimaryCtxReset(dev), HP_cuDevicePrimaryCtxReset);
+	HP_TRY(d->cuDevicePrimaryCtxRelease(dev), HP_cuDevicePrimaryCtxRelease);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_ctx_sync(hp_driver *d, CUcontext ctx) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuCtxSynchronize(), HP_cuCtxSynchronize);
+	return HP_RES(0, 0);
+}
+
+static CUmemAllocationProp hp_prop(int ordinal) {
+	CUmemAllocationProp p;
+	memset(&p, 0, sizeof p);
+	p.type = HP_MEM_ALLOCATION_TYPE_PINNED;
+	p.requestedHandleTypes = HP_MEM_HANDLE_TYPE_POSIX_FD;
+	p.location.type = HP_MEM_LOCATION_TYPE_DEVICE;
+	p.location.id = ordinal;
+	return p;
+}
+
+hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, size_t *g) {
+	*g = HP_DEFAULT_GRANULARITY;
+	if (d->cuMemGetAllocationGranularity == NULL) return HP_RES(0, 0);
+	CUmemAllocationProp p = hp_prop(ordinal);
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemGetAllocationGranularity(g, &p, HP_GRANULARITY_MINIMUM), HP_cuMemGetAllocationGranularity);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
+	if (!hp_has_vmm(d)) return HP_RES(HP_NOT_SUPPORTED, HP_cuMemCreate);
+	CUmemAllocationProp prop = hp_prop(ordinal);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof acc);
+	acc.location.type = HP_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = ordinal;
+	acc.flags = HP_MEM_ACCESS_READWRITE;
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemCreate(h, n, &prop, 0), HP_cuMemCreate);
+	CUresult r = d->cuMemAddressReserve(p, n, 0, 0, 0);
+	if (r != 0) {
+		d->cuMemRelease(*h);
+		return HP_RES(r, HP_cuMemAddressReserve);
+	}
+	r = d->cuMemMap(*p, n, 0, *h, 0);
+	if (r != 0) {
+		d->cuMemAddressFree(*p, n);
+		d->cuMemRelease(*h);
+		return HP_RES(r, HP_cuMemMap);
+	}
+	r = d->cuMemSetAccess(*p, n, &acc, 1);
+	if (r != 0) {
+		d->cuMemUnmap(*p, n);
+		d->cuMemAddressFree(*p, n);
+		d->cuMemRelease(*h);
+		return HP_RES(r, HP_cuMemSetAccess);
+	}
+	return HP_RES(0, 0);
+}
+
+hp_res hp_vmm_free(hp_driver *d, CUcontext ctx, CUdeviceptr p, size_t n, CUmemGenericAllocationHandle h) {
+	HP_BIND(d, ctx);
+	hp_res first = HP_RES(0, 0);
+	CUresult r = d->cuMemUnmap(p, n);
+	if (r != 0) first = HP_RES(r, HP_cuMemUnmap);
+	r = d->cuMemAddressFree(p, n);
+	if (r != 0 && first.code == 0) first = HP_RES(r, HP_cuMemAddressFree);
+	r = d->cuMemRelease(h);
+	if (r != 0 && first.code == 0) first = HP_RES(r, HP_cuMemRelease);
+	return first;
+}
+
+hp_res hp_export_fd(hp_driver *d, CUcontext ctx, CUmemGenericAllocationHandle h, int *fd) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemExportToShareableHandle(fd, h, HP_MEM_HANDLE_TYPE_POSIX_FD, 0), HP_cuMemExportToShareableHandle);
+	return HP_RES(0, 0);
+}
+
+int hp_has_register(hp_driver *d) { return d->cuMemHostRegister && d->cuMemHostUnregister; }
+
+#define HP_MPOL_PREFERRED 1 // <numaif.h>'s MPOL_PREFERRED, without libnuma
+
+hp_res hp_host_register(hp_driver *d, CUcontext ctx, size_t n, int node, void **p) {
+	unsigned long mask[16] = {0};
+	if (node < 0 || node >= (int)(sizeof mask * 8)) return HP_RES(1, HP_mmap); // CUDA_ERROR_INVALID_VALUE
+	void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) return HP_RES(2, HP_mmap); // CUDA_ERROR_OUT_OF_MEMORY
+	mask[node / (8 * sizeof mask[0])] |= 1ul << (node % (8 * sizeof mask[0]));
+	// Preferred, not bound: a full node spills to another rather than
+	// failing. The pages do not exist yet; registration faults them in,
+	// and the policy places them.
+	syscall(SYS_mbind, m, n, HP_MPOL_PREFERRED, mask, sizeof mask * 8, 0);
+	CUresult r = d->cuCtxSetCurrent(ctx);
+	if (r != 0) {
+		munmap(m, n);
+		return HP_RES(r, HP_cuCtxSetCurrent);
+	}
+	r = d->cuMemHostRegister(m, n, HP_MEMHOSTREGISTER_PORTABLE);
+	if (r != 0) {
+		munmap(m, n);
+		return HP_RES(r, HP_cuMemHostRegister);
+	}
+	*p = m;
+	return HP_RES(0, 0);
+}
+
+hp_res hp_host_unregister(hp_driver *d, CUcontext ctx, void *p, size_t n) {
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemHostUnregister(p), HP_cuMemHostUnregister);
+	munmap(p, n);
+	return HP_RES(0, 0);
+}
+
+void hp_host_unmap(void *p, size_t n) { munmap(p, n); }
+
 void *hp_lib_open(const char *path, char *err, int errlen) {
 	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) snprintf(err, errlen, "%s", dlerror());
@@ -316,4 +530,10 @@ int hp_fn_i_iull(void *fn, int a, unsigned long long b) {
 
 int hp_fn_i_pullpull(void *fn, const void *h, unsigned long long off, void *dst, unsigned long long n) {
 	return ((int (*)(const void *, unsigned long long, void *, unsigned long long))fn)(h, off, dst, n);
+}
+
+int hp_fn_i_i(void *fn, int a) { return ((int (*)(int))fn)(a); }
+
+int hp_fn_i_iullpull(void *fn, int a, unsigned long long off, void *dst, unsigned long long n) {
+	return ((int (*)(int, unsigned long long, void *, unsigned long long))fn)(a, off, dst, n);
 }

@@ -13,11 +13,46 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct { char reserved[64]; } CUipcMemHandle;
+typedef struct { char bytes[16]; } CUuuid;
 
-#define HP_MEMHOSTALLOC_PORTABLE 0x01 // CU_MEMHOSTALLOC_PORTABLE
-#define HP_STREAM_NON_BLOCKING 0x01   // CU_STREAM_NON_BLOCKING
-#define HP_EVENT_BLOCKING_SYNC 0x01   // CU_EVENT_BLOCKING_SYNC
-#define HP_EVENT_DISABLE_TIMING 0x02  // CU_EVENT_DISABLE_TIMING
+// The virtual memory management API's types, as cuda.h (CUDA 11+) lays
+// them out; the enums are ints.
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+	int type; // CUmemLocationType
+	int id;
+} CUmemLocation;
+typedef struct {
+	int type;                 // CUmemAllocationType
+	int requestedHandleTypes; // CUmemAllocationHandleType
+	CUmemLocation location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+	CUmemLocation location;
+	int flags; // CUmemAccess_flags
+} CUmemAccessDesc;
+
+#define HP_MEMHOSTALLOC_PORTABLE 0x01    // CU_MEMHOSTALLOC_PORTABLE
+#define HP_MEMHOSTREGISTER_PORTABLE 0x01 // CU_MEMHOSTREGISTER_PORTABLE
+#define HP_STREAM_NON_BLOCKING 0x01      // CU_STREAM_NON_BLOCKING
+#define HP_EVENT_BLOCKING_SYNC 0x01      // CU_EVENT_BLOCKING_SYNC
+#define HP_EVENT_DISABLE_TIMING 0x02     // CU_EVENT_DISABLE_TIMING
+#define HP_ATTR_VMM 102                  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+#define HP_ATTR_POSIX_FD 103             // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+#define HP_MEM_ALLOCATION_TYPE_PINNED 1  // CU_MEM_ALLOCATION_TYPE_PINNED
+#define HP_MEM_HANDLE_TYPE_POSIX_FD 1    // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define HP_MEM_LOCATION_TYPE_DEVICE 1    // CU_MEM_LOCATION_TYPE_DEVICE
+#define HP_MEM_ACCESS_READWRITE 3        // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+#define HP_GRANULARITY_MINIMUM 0         // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+#define HP_DEFAULT_GRANULARITY (2u << 20) // cuMemAlloc's page where the driver cannot say
+#define HP_NOT_SUPPORTED 801             // CUDA_ERROR_NOT_SUPPORTED
 
 // hp_call names the driver entry point a shim function failed in.
 enum hp_call {
@@ -46,7 +81,27 @@ enum hp_call {
 	HP_cuEventDestroy,
 	HP_cuIpcGetMemHandle,
 	HP_cuGetErrorName,
-	HP_NCALLS
+	HP_cuDeviceGetAttribute,
+	HP_cuDeviceGetPCIBusId,
+	HP_cuDevicePrimaryCtxReset,
+	HP_cuCtxSynchronize,
+	// Optional from here on: a driver without them still stages, without
+	// UUIDs, VMM (the IPC fallback) or NUMA-placed buffers.
+	HP_cuDeviceGetUuid,
+	HP_cuMemGetAllocationGranularity,
+	HP_cuMemCreate,
+	HP_cuMemRelease,
+	HP_cuMemAddressReserve,
+	HP_cuMemAddressFree,
+	HP_cuMemMap,
+	HP_cuMemUnmap,
+	HP_cuMemSetAccess,
+	HP_cuMemExportToShareableHandle,
+	HP_cuMemHostRegister,
+	HP_cuMemHostUnregister,
+	HP_NCALLS,
+	HP_FIRST_OPTIONAL = HP_cuDeviceGetUuid,
+	HP_mmap = HP_NCALLS, // not a driver call: host memory for a NUMA-placed buffer
 };
 
 // hp_res is a driver result and the call that produced it.
@@ -57,7 +112,8 @@ typedef struct {
 
 typedef struct hp_driver hp_driver;
 
-// hp_open dlopens path, resolves every entry point and calls cuInit(0). On
+// hp_open dlopens path, resolves every entry point (the optional ones may
+// be missing: see enum hp_call) and calls cuInit(0). On
 // a load failure it returns NULL with a message in err; if cuInit fails it
 // returns NULL with *res set.
 hp_driver *hp_open(const char *path, char *err, int errlen, hp_res *res);
@@ -89,6 +145,31 @@ hp_res hp_copy_htod(hp_driver *d, CUcontext ctx, CUdeviceptr dst, const void *sr
 hp_res hp_copy_dtoh(hp_driver *d, CUcontext ctx, void *dst, CUdeviceptr src, size_t n);
 hp_res hp_ipc_handle(hp_driver *d, CUcontext ctx, CUdeviceptr p, void *handle64);
 
+// Identity and recovery; none needs a context but hp_ctx_sync.
+hp_res hp_device_uuid(hp_driver *d, int ordinal, unsigned char uuid16[16], int *ok);
+hp_res hp_device_pci(hp_driver *d, int ordinal, char *buf, int len);
+hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm);
+hp_res hp_ctx_reset(hp_driver *d, int ordinal);
+hp_res hp_ctx_sync(hp_driver *d, CUcontext ctx);
+
+// VMM: hp_vmm_alloc creates, reserves, maps and grants read-write access
+// on ordinal, undoing what it did on a failure; hp_vmm_free undoes it all,
+// trying every step and reporting the first failure.
+int hp_has_vmm(hp_driver *d);
+hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, size_t *g);
+hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h);
+hp_res hp_vmm_free(hp_driver *d, CUcontext ctx, CUdeviceptr p, size_t n, CUmemGenericAllocationHandle h);
+hp_res hp_export_fd(hp_driver *d, CUcontext ctx, CUmemGenericAllocationHandle h, int *fd);
+
+// NUMA-placed pinned memory: mmap, mbind to node (preferred), then
+// cuMemHostRegister (portable), which pins the pages where mbind says.
+// hp_host_unregister undoes both; hp_host_unmap only unmaps, for buffers
+// whose context (and registration with it) a reset already destroyed.
+int hp_has_register(hp_driver *d);
+hp_res hp_host_register(hp_driver *d, CUcontext ctx, size_t n, int node, void **p);
+hp_res hp_host_unregister(hp_driver *d, CUcontext ctx, void *p, size_t n);
+void hp_host_unmap(void *p, size_t n);
+
 // Test hooks: look up and call the fake driver's control functions
 // (testdata/fakecuda). hp_lib_open dlopens a library without initialising
 // it; dlopen of the same path returns the same instance, which is how the
@@ -99,5 +180,7 @@ long long hp_fn_ll_s(void *fn, const char *s);
 int hp_fn_i_siii(void *fn, const char *s, int a, int b, int c);
 int hp_fn_i_iull(void *fn, int a, unsigned long long b);
 int hp_fn_i_pullpull(void *fn, const void *h, unsigned long long off, void *dst, unsigned long long n);
+int hp_fn_i_i(void *fn, int a);
+int hp_fn_i_iullpull(void *fn, int a, unsigned long long off, void *dst, unsigned long long n);
 
 #endif

@@ -12,17 +12,24 @@ var (
 	// cuda tag, driver library not loadable, or cuInit failing (the latter
 	// also wraps the *DriverError).
 	ErrUnavailable = errors.New("gpu: CUDA staging unavailable")
-	// ErrBudget means a lease would take a device past Options.DeviceBudget.
+	// ErrBudget means a lease would take a device past Options.DeviceBudget,
+	// or below Options.DeviceHeadroom of free memory.
 	ErrBudget = errors.New("gpu: device budget exceeded")
 	// ErrUnknownLease means no live lease has the id: it was never issued,
-	// or was already released or expired.
+	// or was already released or expired, or its device was reset.
 	ErrUnknownLease = errors.New("gpu: unknown lease")
-	// ErrBadDevice means the device index is not one the driver reports.
+	// ErrBadDevice means the device index, UUID or PCI bus id is not one
+	// the driver reports.
 	ErrBadDevice = errors.New("gpu: no such device")
 	// ErrBadRequest means the arguments are invalid: a source with a nil
-	// reader or negative offset or length, nothing to stage, or a read-back
-	// range outside the lease.
+	// reader or negative offset or length, nothing to stage, a read-back
+	// range outside the lease, an FD asked of an IPC lease, or HandoverFD
+	// on a device without VMM.
 	ErrBadRequest = errors.New("gpu: invalid request")
+	// ErrDeviceFailed means the device's context died of a sticky fault and
+	// is being reset, or could not be brought back yet. The error wraps the
+	// fault (a *DriverError).
+	ErrDeviceFailed = errors.New("gpu: device failed")
 	// ErrClosed is returned by every call on a closed Copier.
 	ErrClosed = errors.New("gpu: copier closed")
 )
@@ -37,6 +44,26 @@ type DriverError struct {
 
 func (e *DriverError) Error() string {
 	return fmt.Sprintf("gpu: %s: %s (%d)", e.Call, e.Name, e.Code)
+}
+
+// Sticky reports whether the code is one CUDA documents as leaving the
+// context unusable: every later call in it fails the same way, and only
+// destroying the context (cuDevicePrimaryCtxReset) clears it.
+func (e *DriverError) Sticky() bool {
+	switch e.Code {
+	case 214, // CUDA_ERROR_ECC_UNCORRECTABLE
+		700, // CUDA_ERROR_ILLEGAL_ADDRESS
+		702, // CUDA_ERROR_LAUNCH_TIMEOUT
+		710, // CUDA_ERROR_ASSERT
+		714, // CUDA_ERROR_HARDWARE_STACK_ERROR
+		715, // CUDA_ERROR_ILLEGAL_INSTRUCTION
+		716, // CUDA_ERROR_MISALIGNED_ADDRESS
+		717, // CUDA_ERROR_INVALID_ADDRESS_SPACE
+		718, // CUDA_ERROR_INVALID_PC
+		719: // CUDA_ERROR_LAUNCH_FAILED
+		return true
+	}
+	return false
 }
 
 // SourceError reports that reading a source failed or came up short while

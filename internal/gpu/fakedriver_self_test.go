@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestFakeDriverFlagsMisuse(t *testing.T) {
 			f.free(0, p)
 			return f.free(0, p)
 		}, "double free"},
-		{"wild free", func(f *fakeDriver) error { return f.free(0, 12345) }, "never allocated"},
+		{"wild free", func(f *fakeDriver) error { return f.free(0, 12345) }, "did not return"},
 		{"use after free", func(f *fakeDriver) error {
 			p, _ := f.alloc(0, 10)
 			f.free(0, p)
@@ -54,7 +55,7 @@ func TestFakeDriverFlagsMisuse(t *testing.T) {
 		}, "after it was freed"},
 		{"copy out of bounds", func(f *fakeDriver) error {
 			p, _ := f.alloc(0, 10)
-			h, _ := f.hostAlloc(0, 16)
+			h, _ := f.hostAlloc(0, 16, -1)
 			return f.copyAsync(0, 0, p+4, h[:8])
 		}, "overruns"},
 		{"copy from pageable memory", func(f *fakeDriver) error {
@@ -66,26 +67,40 @@ func TestFakeDriverFlagsMisuse(t *testing.T) {
 		}, "did not return"},
 		{"free under a queued copy", func(f *fakeDriver) error {
 			p, _ := f.alloc(0, 10)
-			h, _ := f.hostAlloc(0, 10)
+			h, _ := f.hostAlloc(0, 10, -1)
 			f.copyAsync(0, 1, p, h)
 			return f.free(0, p)
 		}, "still queued"},
 		{"hostFree under a queued copy", func(f *fakeDriver) error {
 			p, _ := f.alloc(0, 10)
-			h, _ := f.hostAlloc(0, 10)
+			h, _ := f.hostAlloc(0, 10, -1)
 			f.copyAsync(0, 1, p, h)
 			return f.hostFree(0, h)
 		}, "still queued"},
 		{"read under a queued copy", func(f *fakeDriver) error {
 			p, _ := f.alloc(0, 10)
-			h, _ := f.hostAlloc(0, 10)
+			h, _ := f.hostAlloc(0, 10, -1)
 			f.copyAsync(0, 1, p, h)
 			return f.copyToHost(0, make([]byte, 10), p)
 		}, "queued"},
 		{"detach with live memory", func(f *fakeDriver) error {
 			f.alloc(0, 10)
 			return f.detach(0)
-		}, "still allocated"},
+		}, "still mapped"},
+		{"VMM size off the granularity", func(f *fakeDriver) error {
+			_, err := f.vmmAlloc(0, f.cfg.granularity+1)
+			return err
+		}, "granularity"},
+		{"double vmmFree", func(f *fakeDriver) error {
+			m, _ := f.vmmAlloc(0, f.cfg.granularity)
+			f.vmmFree(0, m)
+			return f.vmmFree(0, m)
+		}, "not a live VMM allocation"},
+		{"legacy free of VMM memory", func(f *fakeDriver) error {
+			m, _ := f.vmmAlloc(0, f.cfg.granularity)
+			defer f.vmmFree(0, m)
+			return f.free(0, m.ptr)
+		}, "cuMemAlloc did not return"},
 		{"bad event", func(f *fakeDriver) error { return f.wait(0, 2) }, "event 2 of 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,7 +126,7 @@ func TestFakeDriverReportsLeaks(t *testing.T) {
 		t.Fatalf("leaks = %q, want the attached device", got)
 	}
 	p := must(f.alloc(0, 100))(t)
-	h := must(f.hostAlloc(0, 100))(t)
+	h := must(f.hostAlloc(0, 100, -1))(t)
 	pg := must(f.pageable(100))(t)
 	if got := f.leaks(); len(got) != 4 {
 		t.Fatalf("leaks = %q, want memory, pinned, pageable and the device", got)
@@ -130,7 +145,7 @@ func TestFakeDriverReportsLeaks(t *testing.T) {
 func TestFakeDriverCopiesRunWhenWaited(t *testing.T) {
 	f := attached(t, fakeConfig{})
 	p := must(f.alloc(0, 8))(t)
-	h := must(f.hostAlloc(0, 8))(t)
+	h := must(f.hostAlloc(0, 8, -1))(t)
 	copy(h, "aaaaaaaa")
 	f.copyAsync(0, 0, p, h[:4])
 	f.record(0, 0, 0)
@@ -193,9 +208,9 @@ func TestFakeDriverStickyFault(t *testing.T) {
 		}
 	}
 	p := must(f.alloc(0, 8))(t)
-	h := must(f.hostAlloc(0, 8))(t)
+	h := must(f.hostAlloc(0, 8, -1))(t)
 	f.copyAsync(0, 0, p, h)
-	f.inject(fakeFault{method: "record", dev: 0, code: cudaErrorIllegalAddress, sticky: true})
+	f.inject(fakeFault{method: "record", dev: 0, code: cudaErrorIllegalAddress}) // sticky by its code
 	asDriverError(t, f.record(0, 0, 0), "cuEventRecord", cudaErrorIllegalAddress)
 	asDriverError(t, f.free(0, p), "cuMemFree_v2", cudaErrorIllegalAddress)
 	_, err := f.alloc(0, 8)
@@ -243,6 +258,12 @@ func TestFakeDriverGranularity(t *testing.T) {
 	if q-p < 1<<20 {
 		t.Errorf("allocations %#x and %#x closer than the granularity", p, q)
 	}
+	// A small allocation shares the first one's block, as cuMemAlloc's do.
+	s := must(f.alloc(0, 100))(t)
+	if s-p >= 1<<20 || free() != 7<<20 {
+		t.Errorf("a small allocation at %#x did not share the block at %#x (free %d)", s, p, free())
+	}
+	f.free(0, s)
 	_, err := f.alloc(0, 7<<20+1)
 	asDriverError(t, err, "cuMemAlloc_v2", cudaErrorOutOfMemory)
 	r := must(f.alloc(0, 7<<20))(t)
@@ -252,6 +273,123 @@ func TestFakeDriverGranularity(t *testing.T) {
 	if got := free(); got != 10<<20 {
 		t.Errorf("free after freeing all = %d", got)
 	}
+	if ms := f.misused(); len(ms) != 0 {
+		t.Fatal(ms)
+	}
+}
+
+// TestFakeDriverIPCSharesTheBlock: an IPC handle of a small allocation
+// maps its whole block, so its importer reads a neighbour's bytes; and
+// after the exporter frees the memory, the importer reads garbage.
+func TestFakeDriverIPCSharesTheBlock(t *testing.T) {
+	f := attached(t, fakeConfig{granularity: 1 << 20})
+	a := must(f.alloc(0, 1000))(t)
+	b := must(f.alloc(0, 1000))(t)
+	f.copyToDevice(0, b, []byte("neighbour"))
+	f.syncDevice(0)
+	imp := must(f.importIPC(must(f.ipcHandle(0, a))(t)))(t)
+	got := make([]byte, 9)
+	if err := imp.read(int64(b-a), got); err != nil || string(got) != "neighbour" {
+		t.Fatalf("through a's handle at b: %q, %v; want the neighbour's bytes", got, err)
+	}
+	f.copyToDevice(0, a, []byte("mine"))
+	f.syncDevice(0)
+	f.free(0, a)
+	if err := imp.read(0, got[:4]); err != nil || string(got[:4]) == "mine" {
+		t.Fatalf("after the free: %q, %v; want garbage", got[:4], err)
+	}
+	imp.close()
+	f.free(0, b)
+	f.detach(0)
+	if ms, ls := f.misused(), f.leaks(); len(ms) != 0 || len(ls) != 0 {
+		t.Fatalf("misuse %q, leaks %q", ms, ls)
+	}
+}
+
+// TestFakeDriverVMMImportOutlivesTheExporter: memory imported from an
+// exported file descriptor stays readable after the exporter unmaps and
+// releases it and after its context is reset; an import after the last
+// reference is gone fails; the physical memory counts as used until the
+// importer closes.
+func TestFakeDriverVMMImportOutlivesTheExporter(t *testing.T) {
+	const g = 1 << 20
+	f := attached(t, fakeConfig{total: 8 << 20, granularity: g, ctxOverhead: 1 << 20})
+	f.setOthers(0, 2<<20)
+	if free, _, _ := f.memInfo(0); free != 5<<20 {
+		t.Fatalf("free = %d, want total less the context and the other process", free)
+	}
+	m := must(f.vmmAlloc(0, g))(t)
+	f.copyToDevice(0, m.ptr, []byte("weights"))
+	f.syncDevice(0)
+	fd := must(f.exportFD(0, m))(t)
+	file := os.NewFile(uintptr(fd), "vmm")
+	imp := must(f.importFD(file))(t)
+	file.Close()
+	if err := f.vmmFree(0, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reset(0); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 7)
+	if err := imp.read(0, got); err != nil || string(got) != "weights" {
+		t.Fatalf("after the exporter let go: %q, %v", got, err)
+	}
+	f.attach(0, 1, 1)
+	if free, _, _ := f.memInfo(0); free != 4<<20 {
+		t.Errorf("free = %d while the import holds %d", free, g)
+	}
+	imp.close()
+	if free, _, _ := f.memInfo(0); free != 5<<20 {
+		t.Errorf("free = %d after the import closed", free)
+	}
+
+	m = must(f.vmmAlloc(0, g))(t)
+	fd = must(f.exportFD(0, m))(t)
+	file = os.NewFile(uintptr(fd), "vmm")
+	defer file.Close()
+	f.vmmFree(0, m)
+	if _, err := f.importFD(file); err == nil {
+		t.Error("imported memory whose every reference was gone")
+	}
+	f.detach(0)
+	if ms := f.misused(); len(ms) != 0 {
+		t.Fatal(ms)
+	}
+}
+
+// TestFakeDriverLeaksExportedFDs: a descriptor exportFD made and nobody
+// closed is a leak.
+func TestFakeDriverLeaksExportedFDs(t *testing.T) {
+	f := attached(t, fakeConfig{})
+	m := must(f.vmmAlloc(0, f.cfg.granularity))(t)
+	fd := must(f.exportFD(0, m))(t)
+	f.vmmFree(0, m)
+	f.detach(0)
+	if got := f.leaks(); len(got) != 1 || !strings.Contains(got[0], "file descriptor") {
+		t.Fatalf("leaks = %q, want the descriptor", got)
+	}
+	os.NewFile(uintptr(fd), "vmm").Close()
+	if got := f.leaks(); len(got) != 0 {
+		t.Fatalf("leaks after closing = %q", got)
+	}
+}
+
+// TestFakeDriverPageableDMA: a pageable copy's DMA is still running when
+// copyToDevice returns, until syncDevice.
+func TestFakeDriverPageableDMA(t *testing.T) {
+	f := attached(t, fakeConfig{})
+	p := must(f.alloc(0, 8))(t)
+	f.copyToDevice(0, p, []byte("abcdefgh"))
+	if !f.dmaPending(0) || f.queuedInto(p) != 1 {
+		t.Fatal("the DMA finished with the call")
+	}
+	f.syncDevice(0)
+	if f.dmaPending(0) || f.queuedInto(p) != 0 {
+		t.Fatal("syncDevice left the DMA running")
+	}
+	f.free(0, p)
+	f.detach(0)
 	if ms := f.misused(); len(ms) != 0 {
 		t.Fatal(ms)
 	}

@@ -1,47 +1,52 @@
 package gpu
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 )
 
 // fakeDriver is the driver interface in plain Go, so that the copier's
-// leases, budget, pool and pipeline are tested under go test -race without
-// cgo or the cuda tag. The C fake (testdata/fakecuda) still proves the cgo
-// boundary; this one is for logic, and is stricter about it:
+// leases, budget, pools, pipeline, handover and recovery are tested under
+// go test -race without cgo or the cuda tag. The C fake (testdata/fakecuda)
+// still proves the cgo boundary; this one is for logic, and fails the way
+// the real driver does:
 //
-//   - Device memory is a Go byte slice per allocation, filled with garbage,
-//     behind device pointers that are never reused, so a stale pointer is
-//     caught rather than silently hitting newer memory. Allocations are
-//     rounded up to a granularity (2 MiB unless configured), as the real
-//     allocator does, and memInfo reports what that leaves free.
+//   - Legacy memory (alloc) comes from a sub-allocator: requests smaller
+//     than the granularity share granularity-sized blocks, and an IPC
+//     handle's importer (importIPC) sees the whole block, neighbours
+//     included. Freed memory is scribbled over, as reuse would, so an
+//     importer still reading it sees garbage.
+//   - VMM memory (vmmAlloc) is physical memory with a reference count:
+//     the copier's handle, its mapping, and each consumer's import
+//     (importFD, through a real file descriptor that exportFD made and
+//     that may travel over a Unix socket). It lives until the last goes.
+//   - cuMemGetInfo reports what is left after the allocations (blocks and
+//     physical memory, imported memory included), the context's own
+//     overhead, and a co-located process's use (setOthers).
 //   - Copies are asynchronous in the most hostile legal way: copyAsync only
 //     queues, and a queued copy runs (reading its pinned source then) only
-//     when something waits for it: wait on an event recorded after it, or
-//     syncStream. A buffer refilled before its copy was waited for lands
-//     the wrong bytes on the device, every time, and the race detector
-//     sees the refill race the copy.
+//     when something waits for it. A pageable copyToDevice returns before
+//     its DMA is done; syncDevice (or the next synchronous call) finishes it.
 //   - Every call is checked for misuse: calls on a device that is not
-//     attached, use of freed or unknown device memory, frees of it (double
-//     or wild), copies out of bounds, async copies from memory hostAlloc
-//     did not return, hostFree of unknown memory, freeing memory a queued
-//     copy still touches, reading memory a queued copy still writes, and
-//     detaching a device that still owns memory or queued work. A misuse
-//     is recorded and the call fails, but for reads under a queued copy,
-//     which on a GPU are a data race rather than an error.
+//     attached, use of freed or unknown memory, double or wild frees,
+//     copies out of bounds, async copies from memory hostAlloc did not
+//     return, freeing memory a queued copy still touches, reading memory a
+//     queued copy still writes, VMM sizes off the granularity, detaching a
+//     device that still owns memory or queued work. A misuse is recorded
+//     and the call fails, but for reads under a queued copy, which on a GPU
+//     are a data race rather than an error.
 //   - Calls are counted per method, and failures can be injected per
 //     method and device on the n-th call, for a number of calls or for
-//     good. A sticky failure kills the device's context the way an
-//     asynchronous fault does in CUDA: its queued work is dropped and every
-//     later call on the device fails with the same code until detach, which
-//     ends the dead context and everything allocated in it.
+//     good. A sticky code (DriverError.Sticky: 700, 719, ECC, …) kills the
+//     device's context as an asynchronous fault does: its queued work is
+//     dropped and every later call on the device fails with the same code
+//     until reset (or detach) destroys the context and everything in it.
 //   - checkAtEnd reports misuse and leaks (device memory, pinned and
-//     pageable buffers, attached devices) when the test ends.
+//     pageable buffers, exported file descriptors, attached devices) when
+//     the test ends.
 //
 // Errors are *DriverError naming the CUDA entry point behind each method,
 // as the cgo driver's are, so tests read the same either way.
@@ -54,10 +59,12 @@ type fakeDriver struct {
 	calls     map[string]int
 	faults    []*fakeFault
 	hooks     map[string]func(dev int)
-	allocs    map[uint64]*fakeAlloc // live device memory by base pointer
-	freed     map[uint64]int64      // freed device memory: base to rounded size
+	allocs    map[uint64]*fakeAlloc // live device mappings by base pointer
+	freed     map[uint64]int64      // unmapped ranges: base to size
+	phys      map[uint64]*fakePhys  // live VMM physical memory by handle
 	hosts     map[uintptr]*fakeHost // live pinned buffers by address
 	pageables map[uintptr]int       // live pageable buffers by address
+	fds       []fakeFD              // file descriptors exportFD made
 	nextID    uint64
 	misuses   []string
 }
@@ -66,18 +73,21 @@ type fakeDriver struct {
 type fakeConfig struct {
 	devices     int   // default 1
 	total       int64 // bytes per device; default 1 GiB
-	granularity int64 // allocations are rounded up to a multiple; default 2 MiB
+	granularity int64 // allocation granularity; default 64 KiB (the real 2 MiB makes tests slow, not different)
+	ctxOverhead int64 // device memory an attached context takes; default 0
+	noVMM       bool  // the driver has no VMM API: Handover falls back to IPC
+	numa        []int // host NUMA node per device; default -1 for all
 }
 
 // fakeFault makes calls of one method fail. The zero dev is device 0; use
-// anyDevice to match every call, including those that name no device.
+// anyDevice to match every call, including those that name no device. A
+// sticky code kills the device's context with the first failure.
 type fakeFault struct {
 	method string // driver method, e.g. "alloc"
 	dev    int
-	after  int  // matching calls that succeed first: the fault hits call after+1
-	times  int  // matching calls that fail then; 0 means 1, -1 means all later ones
-	code   int  // CUresult, e.g. cudaErrorIllegalAddress
-	sticky bool // the device's context dies with the first failure
+	after  int // matching calls that succeed first: the fault hits call after+1
+	times  int // matching calls that fail then; 0 means 1, -1 means all later ones
+	code   int // CUresult, e.g. cudaErrorIllegalAddress
 }
 
 const anyDevice = -1
@@ -85,11 +95,13 @@ const anyDevice = -1
 type fakeDevice struct {
 	attached bool
 	dead     int   // CUresult of the sticky fault that killed the context; 0 while healthy
-	used     int64 // allocated bytes, rounded to the granularity
+	others   int64 // device memory another process holds
 	next     uint64
+	block    *fakeBlock    // the legacy allocator's block small allocations go into
 	streams  [][]*fakeCopy // queued copies per stream, in order
 	events   []fakeEvent
-	seq      uint64 // numbers queued copies in issue order
+	seq      uint64    // numbers queued copies in issue order
+	dma      *fakeCopy // a pageable copy's DMA still running after copyToDevice returned
 }
 
 // fakeEvent is the last record of an event: it completes when the copies
@@ -103,22 +115,13 @@ type fakeCopy struct {
 	seq  uint64
 	dst  *fakeAlloc
 	off  int64
-	src  []byte // pinned memory, read when the copy runs
-	host *fakeHost
-}
-
-type fakeAlloc struct {
-	dev     int
-	base    uint64
-	n       int64 // requested size; copies past it are misuse
-	rounded int64 // what it takes from the device
-	mem     []byte
-	id      uint64
-	queued  int // copies into it not yet run
+	src  []byte    // pinned memory, read when the copy runs
+	host *fakeHost // nil for a pageable copy's DMA (src is the driver's staging copy)
 }
 
 type fakeHost struct {
 	dev    int // device whose context allocated it
+	node   int // NUMA node it was asked for
 	mem    []byte
 	queued int // copies from it not yet run
 }
@@ -131,7 +134,7 @@ func newFakeDriver(cfg fakeConfig) *fakeDriver {
 		cfg.total = 1 << 30
 	}
 	if cfg.granularity == 0 {
-		cfg.granularity = 2 << 20
+		cfg.granularity = 64 << 10
 	}
 	f := &fakeDriver{
 		cfg:       cfg,
@@ -139,6 +142,7 @@ func newFakeDriver(cfg fakeConfig) *fakeDriver {
 		hooks:     make(map[string]func(int)),
 		allocs:    make(map[uint64]*fakeAlloc),
 		freed:     make(map[uint64]int64),
+		phys:      make(map[uint64]*fakePhys),
 		hosts:     make(map[uintptr]*fakeHost),
 		pageables: make(map[uintptr]int),
 	}
@@ -165,43 +169,18 @@ func (f *fakeDriver) checkAtEnd(t testing.TB) {
 // cudaCall names the CUDA entry point behind a driver method, as the cgo
 // driver reports it in DriverError.Call.
 func cudaCall(method string) string {
-	switch method {
-	case "deviceName":
-		return "cuDeviceGetName"
-	case "deviceTotal":
-		return "cuDeviceTotalMem_v2"
-	case "attach":
-		return "cuDevicePrimaryCtxRetain"
-	case "detach":
-		return "cuDevicePrimaryCtxRelease_v2"
-	case "memInfo":
-		return "cuMemGetInfo_v2"
-	case "alloc":
-		return "cuMemAlloc_v2"
-	case "free":
-		return "cuMemFree_v2"
-	case "ipcHandle":
-		return "cuIpcGetMemHandle"
-	case "hostAlloc":
-		return "cuMemHostAlloc"
-	case "hostFree":
-		return "cuMemFreeHost"
-	case "copyAsync":
-		return "cuMemcpyHtoDAsync_v2"
-	case "record":
-		return "cuEventRecord"
-	case "wait":
-		return "cuEventSynchronize"
-	case "syncStream":
-		return "cuStreamSynchronize"
-	case "copyToHost":
-		return "cuMemcpyDtoH_v2"
-	case "copyToDevice":
-		return "cuMemcpyHtoD_v2"
-	case "pageable":
-		return "malloc"
-	case "freePageable":
-		return "free"
+	if c, ok := map[string]string{
+		"deviceName": "cuDeviceGetName", "deviceTotal": "cuDeviceTotalMem_v2", "identify": "cuDeviceGetUuid_v2",
+		"attach": "cuDevicePrimaryCtxRetain", "detach": "cuDevicePrimaryCtxRelease_v2", "reset": "cuDevicePrimaryCtxReset_v2",
+		"memInfo": "cuMemGetInfo_v2", "granularity": "cuMemGetAllocationGranularity",
+		"alloc": "cuMemAlloc_v2", "free": "cuMemFree_v2", "ipcHandle": "cuIpcGetMemHandle",
+		"vmmAlloc": "cuMemCreate", "vmmFree": "cuMemRelease", "exportFD": "cuMemExportToShareableHandle",
+		"hostAlloc": "cuMemHostAlloc", "hostFree": "cuMemFreeHost", "copyAsync": "cuMemcpyHtoDAsync_v2",
+		"record": "cuEventRecord", "wait": "cuEventSynchronize", "syncStream": "cuStreamSynchronize",
+		"syncDevice": "cuCtxSynchronize", "copyToHost": "cuMemcpyDtoH_v2", "copyToDevice": "cuMemcpyHtoD_v2",
+		"pageable": "malloc", "freePageable": "free",
+	}[method]; ok {
+		return c
 	}
 	panic("fake driver: no method " + method)
 }
@@ -209,23 +188,14 @@ func cudaCall(method string) string {
 // fakeError is the error a method returns with code, named the way
 // cuGetErrorName names it.
 func fakeError(method string, code int) error {
-	var name string
-	switch code {
-	case cudaErrorInvalidValue:
-		name = "CUDA_ERROR_INVALID_VALUE"
-	case cudaErrorOutOfMemory:
-		name = cudaErrorOutOfMemoryName
-	case cudaErrorInvalidDevice:
-		name = "CUDA_ERROR_INVALID_DEVICE"
-	case cudaErrorInvalidContext:
-		name = "CUDA_ERROR_INVALID_CONTEXT"
-	case cudaErrorInvalidHandle:
-		name = "CUDA_ERROR_INVALID_HANDLE"
-	case cudaErrorIllegalAddress:
-		name = "CUDA_ERROR_ILLEGAL_ADDRESS"
-	case cudaErrorUnknown:
-		name = "CUDA_ERROR_UNKNOWN"
-	default:
+	name, ok := map[int]string{
+		cudaErrorInvalidValue: "CUDA_ERROR_INVALID_VALUE", cudaErrorOutOfMemory: cudaErrorOutOfMemoryName,
+		cudaErrorInvalidDevice: "CUDA_ERROR_INVALID_DEVICE", cudaErrorInvalidContext: "CUDA_ERROR_INVALID_CONTEXT",
+		cudaErrorInvalidHandle: "CUDA_ERROR_INVALID_HANDLE", cudaErrorIllegalAddress: "CUDA_ERROR_ILLEGAL_ADDRESS",
+		cudaErrorLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED", cudaErrorECCUncorrectable: "CUDA_ERROR_ECC_UNCORRECTABLE",
+		cudaErrorNotSupported: "CUDA_ERROR_NOT_SUPPORTED", cudaErrorUnknown: "CUDA_ERROR_UNKNOWN",
+	}[code]
+	if !ok {
 		name = fmt.Sprintf("CUresult(%d)", code)
 	}
 	return &DriverError{Call: cudaCall(method), Code: code, Name: name}
@@ -254,6 +224,13 @@ func (f *fakeDriver) hook(method string, fn func(dev int)) {
 	f.hooks[method] = fn
 }
 
+// setOthers makes another process hold n bytes of dev's memory.
+func (f *fakeDriver) setOthers(dev int, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.devs[dev].others = n
+}
+
 // count returns how many calls of method were made, failed ones included.
 func (f *fakeDriver) count(method string) int {
 	cudaCall(method)
@@ -271,13 +248,13 @@ func (f *fakeDriver) misused() []string {
 
 // fakeLive counts what the fake holds now.
 type fakeLive struct {
-	allocs, pinned, pageable, attached, queued int
+	allocs, phys, pinned, pageable, attached, queued int
 }
 
 func (f *fakeDriver) live() fakeLive {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l := fakeLive{allocs: len(f.allocs), pinned: len(f.hosts), pageable: len(f.pageables)}
+	l := fakeLive{allocs: len(f.allocs), phys: len(f.phys), pinned: len(f.hosts), pageable: len(f.pageables)}
 	for _, d := range f.devs {
 		if d.attached {
 			l.attached++
@@ -289,19 +266,31 @@ func (f *fakeDriver) live() fakeLive {
 	return l
 }
 
-// leaks describes everything still allocated or attached.
+// leaks describes everything still allocated, attached or open. Physical
+// memory a consumer's import holds is the consumer's, not a leak; the
+// consumer (the test) closes its imports.
 func (f *fakeDriver) leaks() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
 	for _, a := range f.allocs {
-		out = append(out, fmt.Sprintf("device %d: %d bytes at %#x", a.dev, a.n, a.base))
+		out = append(out, fmt.Sprintf("device %d: %d bytes mapped at %#x", a.dev, a.n, a.base))
+	}
+	for _, p := range f.phys {
+		if p.handle || p.imports > 0 {
+			out = append(out, fmt.Sprintf("device %d: %d bytes of physical memory (handle %v, %d imports)", p.dev, p.size, p.handle, p.imports))
+		}
 	}
 	for _, h := range f.hosts {
 		out = append(out, fmt.Sprintf("pinned buffer of %d bytes (device %d's context)", len(h.mem), h.dev))
 	}
 	for _, n := range f.pageables {
 		out = append(out, fmt.Sprintf("pageable buffer of %d bytes", n))
+	}
+	for _, fd := range f.fds {
+		if fd.open() {
+			out = append(out, fmt.Sprintf("exported file descriptor %d still open", fd.fd))
+		}
 	}
 	for i, d := range f.devs {
 		if d.attached {
@@ -312,61 +301,7 @@ func (f *fakeDriver) leaks() []string {
 	return out
 }
 
-// queuedFrom returns how many queued copies read from pinned memory that
-// overlaps b.
-func (f *fakeDriver) queuedFrom(b []byte) int {
-	lo, hi := span(b)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, d := range f.devs {
-		for _, q := range d.streams {
-			for _, c := range q {
-				if clo, chi := span(c.src); clo < hi && lo < chi {
-					n++
-				}
-			}
-		}
-	}
-	return n
-}
-
-// queuedInto returns how many queued copies write device memory at dptr.
-func (f *fakeDriver) queuedInto(dptr uint64) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if a := f.allocs[dptr]; a != nil {
-		return a.queued
-	}
-	return 0
-}
-
-// ipcRead reads device memory through an IPC handle, as a consumer that
-// imported it would.
-func (f *fakeDriver) ipcRead(handle []byte, off int64, p []byte) error {
-	if len(handle) != 64 || string(handle[:8]) != "GOFAKEIP" {
-		return fmt.Errorf("not a fake IPC handle")
-	}
-	id := binary.LittleEndian.Uint64(handle[8:])
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, a := range f.allocs {
-		if a.id != id {
-			continue
-		}
-		if off < 0 || off > a.n || int64(len(p)) > a.n-off {
-			return fmt.Errorf("read of %d bytes at %d outside %d", len(p), off, a.n)
-		}
-		if a.queued > 0 {
-			f.misuse("IPC read of %#x while %d copies into it are queued", a.base, a.queued)
-		}
-		copy(p, a.mem[off:])
-		return nil
-	}
-	return fmt.Errorf("IPC handle names no live allocation")
-}
-
-// ---- the driver interface ----
+// ---- call plumbing ----
 
 // begin counts a call, runs its hook, and applies sticky death and
 // injected faults. It returns with f.mu held, whatever the result.
@@ -379,7 +314,7 @@ func (f *fakeDriver) begin(method string, dev int) error {
 		hook(dev)
 	}
 	f.mu.Lock()
-	if dev >= 0 && dev < len(f.devs) && f.devs[dev].dead != 0 && method != "detach" {
+	if dev >= 0 && dev < len(f.devs) && f.devs[dev].dead != 0 && method != "detach" && method != "reset" {
 		return fakeError(method, f.devs[dev].dead)
 	}
 	for _, ft := range f.faults {
@@ -393,10 +328,11 @@ func (f *fakeDriver) begin(method string, dev int) error {
 		if ft.times > 0 {
 			ft.times--
 		}
-		if ft.sticky && dev >= 0 && dev < len(f.devs) {
+		err := fakeError(method, ft.code)
+		if de := err.(*DriverError); de.Sticky() && dev >= 0 && dev < len(f.devs) {
 			f.kill(dev, ft.code)
 		}
-		return fakeError(method, ft.code)
+		return err
 	}
 	return nil
 }
@@ -416,6 +352,10 @@ func (f *fakeDriver) kill(dev, code int) {
 		}
 		d.streams[s] = nil
 	}
+	if d.dma != nil {
+		d.dma.dst.queued--
+		d.dma = nil
+	}
 }
 
 // device returns dev if it exists and is attached; otherwise it records
@@ -433,52 +373,27 @@ func (f *fakeDriver) device(method string, dev int) (*fakeDevice, error) {
 	return d, nil
 }
 
-// findAlloc finds the live allocation holding [p, p+n) on dev, or records the
-// misuse and returns the error for method.
-func (f *fakeDriver) findAlloc(method string, dev int, p uint64, n int64) (*fakeAlloc, error) {
-	for _, a := range f.allocs {
-		if p >= a.base && p < a.base+uint64(a.n) {
-			switch {
-			case a.dev != dev:
-				f.misuse("%s of device %d memory at %#x through device %d", method, a.dev, p, dev)
-				return nil, fakeError(method, cudaErrorInvalidValue)
-			case n < 0 || int64(p-a.base)+n > a.n:
-				f.misuse("%s of %d bytes at offset %d overruns an allocation of %d", method, n, p-a.base, a.n)
-				return nil, fakeError(method, cudaErrorInvalidValue)
-			}
-			return a, nil
-		}
+// exists checks a device ordinal for the calls that need no context.
+func (f *fakeDriver) exists(method string, dev int) error {
+	if dev < 0 || dev >= len(f.devs) {
+		f.misuse("%s of device %d, which does not exist", method, dev)
+		return fakeError(method, cudaErrorInvalidDevice)
 	}
-	if f.isFreed(p) {
-		f.misuse("%s of device memory at %#x after it was freed", method, p)
-	} else {
-		f.misuse("%s of device memory at %#x that was never allocated", method, p)
-	}
-	return nil, fakeError(method, cudaErrorInvalidValue)
+	return nil
 }
 
-// isFreed reports whether p falls in memory that was freed. Pointers are
-// never reused, so a freed range stays freed.
-func (f *fakeDriver) isFreed(p uint64) bool {
-	for base, n := range f.freed {
-		if p >= base && p-base < uint64(n) {
-			return true
-		}
-	}
-	return false
-}
+// ---- devices and contexts ----
 
 func (f *fakeDriver) deviceCount() int { return len(f.devs) }
 
 func (f *fakeDriver) deviceName(dev int) (string, error) {
 	err := f.begin("deviceName", dev)
 	defer f.mu.Unlock()
+	if err == nil {
+		err = f.exists("deviceName", dev)
+	}
 	if err != nil {
 		return "", err
-	}
-	if dev < 0 || dev >= len(f.devs) {
-		f.misuse("deviceName of device %d, which does not exist", dev)
-		return "", fakeError("deviceName", cudaErrorInvalidDevice)
 	}
 	return fmt.Sprintf("Go Fake Device %d", dev), nil
 }
@@ -486,25 +401,46 @@ func (f *fakeDriver) deviceName(dev int) (string, error) {
 func (f *fakeDriver) deviceTotal(dev int) (int64, error) {
 	err := f.begin("deviceTotal", dev)
 	defer f.mu.Unlock()
+	if err == nil {
+		err = f.exists("deviceTotal", dev)
+	}
 	if err != nil {
 		return 0, err
 	}
-	if dev < 0 || dev >= len(f.devs) {
-		f.misuse("deviceTotal of device %d, which does not exist", dev)
-		return 0, fakeError("deviceTotal", cudaErrorInvalidDevice)
-	}
 	return f.cfg.total, nil
+}
+
+// fakeUUID and fakePCI are device dev's names across processes.
+func fakeUUID(dev int) string {
+	return FormatUUID([16]byte{0xfa, 0xce, byte(dev), 0x01, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, byte(dev)})
+}
+
+func fakePCI(dev int) string { return fmt.Sprintf("0000:%02x:00.0", 0x18+dev*0x10) }
+
+func (f *fakeDriver) identify(dev int) (deviceID, error) {
+	err := f.begin("identify", dev)
+	defer f.mu.Unlock()
+	if err == nil {
+		err = f.exists("identify", dev)
+	}
+	if err != nil {
+		return deviceID{}, err
+	}
+	node := -1
+	if dev < len(f.cfg.numa) {
+		node = f.cfg.numa[dev]
+	}
+	return deviceID{uuid: fakeUUID(dev), pciBusID: fakePCI(dev), numaNode: node, vmm: !f.cfg.noVMM}, nil
 }
 
 func (f *fakeDriver) attach(dev, streams, events int) error {
 	err := f.begin("attach", dev)
 	defer f.mu.Unlock()
+	if err == nil {
+		err = f.exists("attach", dev)
+	}
 	if err != nil {
 		return err
-	}
-	if dev < 0 || dev >= len(f.devs) {
-		f.misuse("attach of device %d, which does not exist", dev)
-		return fakeError("attach", cudaErrorInvalidDevice)
 	}
 	d := f.devs[dev]
 	switch {
@@ -534,32 +470,70 @@ func (f *fakeDriver) detach(dev int) error {
 		return err
 	}
 	if d.dead == 0 {
-		var owned []string
-		for _, a := range f.allocs {
-			if a.dev == dev {
-				owned = append(owned, fmt.Sprintf("%d bytes still allocated at %#x", a.n, a.base))
-			}
-		}
-		for _, h := range f.hosts {
-			if h.dev == dev {
-				owned = append(owned, fmt.Sprintf("a pinned buffer of %d bytes made in its context", len(h.mem)))
-			}
-		}
-		for s, q := range d.streams {
-			if len(q) > 0 {
-				owned = append(owned, fmt.Sprintf("%d copies queued on stream %d", len(q), s))
-			}
-		}
-		if len(owned) > 0 {
-			slices.Sort(owned)
+		if owned := f.owned(dev); len(owned) > 0 {
 			f.misuse("detach of device %d with %s", dev, strings.Join(owned, ", "))
 			return fakeError("detach", cudaErrorInvalidContext)
 		}
 	}
-	for base, a := range f.allocs {
+	f.destroy(dev)
+	return nil
+}
+
+// reset destroys the device's context whatever it holds, as
+// cuDevicePrimaryCtxReset does, and drops the copier's reference.
+func (f *fakeDriver) reset(dev int) error {
+	err := f.begin("reset", dev)
+	defer f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if _, err := f.device("reset", dev); err != nil {
+		return err
+	}
+	f.destroy(dev)
+	return nil
+}
+
+// owned lists what a healthy context still holds.
+func (f *fakeDriver) owned(dev int) []string {
+	var owned []string
+	for _, a := range f.allocs {
 		if a.dev == dev {
-			delete(f.allocs, base)
-			f.freed[base] = a.rounded
+			owned = append(owned, fmt.Sprintf("%d bytes still mapped at %#x", a.n, a.base))
+		}
+	}
+	for _, p := range f.phys {
+		if p.dev == dev && p.handle {
+			owned = append(owned, fmt.Sprintf("a VMM handle of %d bytes", p.size))
+		}
+	}
+	for _, h := range f.hosts {
+		if h.dev == dev {
+			owned = append(owned, fmt.Sprintf("a pinned buffer of %d bytes made in its context", len(h.mem)))
+		}
+	}
+	for s, q := range f.devs[dev].streams {
+		if len(q) > 0 {
+			owned = append(owned, fmt.Sprintf("%d copies queued on stream %d", len(q), s))
+		}
+	}
+	slices.Sort(owned)
+	return owned
+}
+
+// destroy ends dev's context: its mappings, legacy memory, VMM handles,
+// pinned buffers and queued work are gone. Physical memory a consumer
+// imported survives: the import is its own reference.
+func (f *fakeDriver) destroy(dev int) {
+	for _, a := range f.allocs {
+		if a.dev == dev {
+			f.unmap(a)
+		}
+	}
+	for _, p := range f.phys {
+		if p.dev == dev && p.handle {
+			p.handle = false
+			f.unref(p)
 		}
 	}
 	for p, h := range f.hosts {
@@ -567,8 +541,8 @@ func (f *fakeDriver) detach(dev int) error {
 			delete(f.hosts, p)
 		}
 	}
-	*d = fakeDevice{next: d.next} // pointers stay unique across attachments
-	return nil
+	d := f.devs[dev]
+	*d = fakeDevice{next: d.next, others: d.others} // pointers stay unique across contexts
 }
 
 func (f *fakeDriver) memInfo(dev int) (int64, int64, error) {
@@ -581,309 +555,38 @@ func (f *fakeDriver) memInfo(dev int) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return f.cfg.total - d.used, f.cfg.total, nil
+	return max(0, f.cfg.total-f.used(dev)-f.cfg.ctxOverhead-d.others), f.cfg.total, nil
 }
 
-func (f *fakeDriver) alloc(dev int, n int64) (uint64, error) {
-	err := f.begin("alloc", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	d, err := f.device("alloc", dev)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		f.misuse("alloc of %d bytes on device %d", n, dev)
-		return 0, fakeError("alloc", cudaErrorInvalidValue)
-	}
-	rounded := alignUp(n, f.cfg.granularity)
-	if rounded > f.cfg.total-d.used {
-		return 0, fakeError("alloc", cudaErrorOutOfMemory)
-	}
-	f.nextID++
-	a := &fakeAlloc{dev: dev, base: d.next, n: n, rounded: rounded, mem: make([]byte, n), id: f.nextID}
-	for i := range a.mem {
-		a.mem[i] = 0xA5 // device memory starts as garbage
-	}
-	d.next += uint64(rounded)
-	d.used += rounded
-	f.allocs[a.base] = a
-	return a.base, nil
-}
-
-func (f *fakeDriver) free(dev int, p uint64) error {
-	err := f.begin("free", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	d, err := f.device("free", dev)
-	if err != nil {
-		return err
-	}
-	a := f.allocs[p]
-	switch {
-	case a == nil && f.freed[p] > 0:
-		f.misuse("double free of device memory at %#x", p)
-		return fakeError("free", cudaErrorInvalidValue)
-	case a == nil:
-		f.misuse("free of device memory at %#x that was never allocated", p)
-		return fakeError("free", cudaErrorInvalidValue)
-	case a.dev != dev:
-		f.misuse("free of device %d memory through device %d", a.dev, dev)
-		return fakeError("free", cudaErrorInvalidContext)
-	case a.queued > 0:
-		f.misuse("free of device memory at %#x with %d copies into it still queued", p, a.queued)
-		return fakeError("free", cudaErrorInvalidValue)
-	}
-	delete(f.allocs, p)
-	f.freed[p] = a.rounded
-	d.used -= a.rounded
-	return nil
-}
-
-func (f *fakeDriver) ipcHandle(dev int, p uint64) ([]byte, error) {
-	err := f.begin("ipcHandle", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.device("ipcHandle", dev); err != nil {
-		return nil, err
-	}
-	a, err := f.findAlloc("ipcHandle", dev, p, 0)
-	if err != nil {
-		return nil, err
-	}
-	if a.base != p {
-		f.misuse("ipcHandle of %#x, inside an allocation at %#x", p, a.base)
-		return nil, fakeError("ipcHandle", cudaErrorInvalidValue)
-	}
-	h := make([]byte, 64)
-	copy(h, "GOFAKEIP")
-	binary.LittleEndian.PutUint64(h[8:], a.id)
-	return h, nil
-}
-
-func (f *fakeDriver) hostAlloc(dev int, n int64) ([]byte, error) {
-	err := f.begin("hostAlloc", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.device("hostAlloc", dev); err != nil {
-		return nil, err
-	}
-	if n <= 0 {
-		f.misuse("hostAlloc of %d bytes", n)
-		return nil, fakeError("hostAlloc", cudaErrorInvalidValue)
-	}
-	b := make([]byte, n)
-	lo, _ := span(b)
-	f.hosts[lo] = &fakeHost{dev: dev, mem: b}
-	return b, nil
-}
-
-func (f *fakeDriver) hostFree(dev int, b []byte) error {
-	err := f.begin("hostFree", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if _, err := f.device("hostFree", dev); err != nil {
-		return err
-	}
-	lo, _ := span(b)
-	h := f.hosts[lo]
-	switch {
-	case h == nil:
-		f.misuse("hostFree of %d bytes hostAlloc did not return (or already freed)", len(b))
-		return fakeError("hostFree", cudaErrorInvalidValue)
-	case h.queued > 0:
-		f.misuse("hostFree of a pinned buffer with %d copies from it still queued", h.queued)
-		return fakeError("hostFree", cudaErrorInvalidValue)
-	}
-	delete(f.hosts, lo)
-	return nil
-}
-
-func (f *fakeDriver) copyAsync(dev, stream int, dst uint64, src []byte) error {
-	err := f.begin("copyAsync", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	d, err := f.device("copyAsync", dev)
-	if err != nil {
-		return err
-	}
-	if stream < 0 || stream >= len(d.streams) {
-		f.misuse("copyAsync on stream %d of %d", stream, len(d.streams))
-		return fakeError("copyAsync", cudaErrorInvalidHandle)
-	}
-	a, err := f.findAlloc("copyAsync", dev, dst, int64(len(src)))
-	if err != nil {
-		return err
-	}
-	h := f.pinnedHolding(src)
-	if h == nil {
-		f.misuse("copyAsync from %d bytes of host memory that is not pinned", len(src))
-		return fakeError("copyAsync", cudaErrorInvalidValue)
-	}
-	d.seq++
-	d.streams[stream] = append(d.streams[stream], &fakeCopy{seq: d.seq, dst: a, off: int64(dst - a.base), src: src, host: h})
-	a.queued++
-	h.queued++
-	return nil
-}
-
-// pinnedHolding returns the pinned buffer that contains all of b.
-func (f *fakeDriver) pinnedHolding(b []byte) *fakeHost {
-	lo, hi := span(b)
-	for base, h := range f.hosts {
-		if lo >= base && hi <= base+uintptr(len(h.mem)) {
-			return h
+// used is the device memory dev's allocations take: legacy blocks and
+// physical memory, whoever holds it.
+func (f *fakeDriver) used(dev int) int64 {
+	var n int64
+	seen := map[*fakeBlock]bool{}
+	for _, a := range f.allocs {
+		if a.dev == dev && a.block != nil && !seen[a.block] {
+			seen[a.block] = true
+			n += int64(len(a.block.mem))
 		}
 	}
-	return nil
+	for _, p := range f.phys {
+		if p.dev == dev {
+			n += p.size
+		}
+	}
+	return n
 }
 
-func (f *fakeDriver) record(dev, event, stream int) error {
-	err := f.begin("record", dev)
+func (f *fakeDriver) granularity(dev int) (int64, error) {
+	err := f.begin("granularity", dev)
 	defer f.mu.Unlock()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	d, err := f.device("record", dev)
-	if err != nil {
-		return err
+	if _, err := f.device("granularity", dev); err != nil {
+		return 0, err
 	}
-	if event < 0 || event >= len(d.events) || stream < 0 || stream >= len(d.streams) {
-		f.misuse("record of event %d of %d on stream %d of %d", event, len(d.events), stream, len(d.streams))
-		return fakeError("record", cudaErrorInvalidHandle)
-	}
-	d.events[event] = fakeEvent{stream: stream, seq: d.seq}
-	return nil
-}
-
-func (f *fakeDriver) wait(dev, event int) error {
-	err := f.begin("wait", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	d, err := f.device("wait", dev)
-	if err != nil {
-		return err
-	}
-	if event < 0 || event >= len(d.events) {
-		f.misuse("wait on event %d of %d", event, len(d.events))
-		return fakeError("wait", cudaErrorInvalidHandle)
-	}
-	e := d.events[event]
-	f.run(d, e.stream, e.seq) // an event never recorded has seq 0: done
-	return nil
-}
-
-func (f *fakeDriver) syncStream(dev, stream int) error {
-	err := f.begin("syncStream", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	d, err := f.device("syncStream", dev)
-	if err != nil {
-		return err
-	}
-	if stream < 0 || stream >= len(d.streams) {
-		f.misuse("syncStream of stream %d of %d", stream, len(d.streams))
-		return fakeError("syncStream", cudaErrorInvalidHandle)
-	}
-	f.run(d, stream, d.seq)
-	return nil
-}
-
-// run performs the copies queued on a stream up to seq, in order.
-func (f *fakeDriver) run(d *fakeDevice, stream int, seq uint64) {
-	q := d.streams[stream]
-	for len(q) > 0 && q[0].seq <= seq {
-		c := q[0]
-		copy(c.dst.mem[c.off:], c.src)
-		c.dst.queued--
-		c.host.queued--
-		q = q[1:]
-	}
-	d.streams[stream] = q
-}
-
-func (f *fakeDriver) copyToHost(dev int, dst []byte, src uint64) error {
-	err := f.begin("copyToHost", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if _, err := f.device("copyToHost", dev); err != nil {
-		return err
-	}
-	a, err := f.findAlloc("copyToHost", dev, src, int64(len(dst)))
-	if err != nil {
-		return err
-	}
-	if a.queued > 0 {
-		f.misuse("copyToHost from %#x while %d copies into it are queued", a.base, a.queued)
-	}
-	copy(dst, a.mem[src-a.base:])
-	return nil
-}
-
-func (f *fakeDriver) copyToDevice(dev int, dst uint64, src []byte) error {
-	err := f.begin("copyToDevice", dev)
-	defer f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if _, err := f.device("copyToDevice", dev); err != nil {
-		return err
-	}
-	a, err := f.findAlloc("copyToDevice", dev, dst, int64(len(src)))
-	if err != nil {
-		return err
-	}
-	copy(a.mem[dst-a.base:], src)
-	return nil
-}
-
-func (f *fakeDriver) pageable(n int64) ([]byte, error) {
-	err := f.begin("pageable", anyDevice)
-	defer f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	lo, _ := span(b)
-	f.pageables[lo] = len(b)
-	return b, nil
-}
-
-func (f *fakeDriver) freePageable(b []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls["freePageable"]++
-	lo, _ := span(b)
-	if _, ok := f.pageables[lo]; !ok {
-		f.misuse("freePageable of %d bytes pageable did not return (or already freed)", len(b))
-		return
-	}
-	delete(f.pageables, lo)
-}
-
-// span returns the address range of b's bytes. Go's heap does not move,
-// so addresses identify the buffers the fake handed out.
-func span(b []byte) (lo, hi uintptr) {
-	lo = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return lo, lo + uintptr(len(b))
+	return f.cfg.granularity, nil
 }
 
 var _ driver = (*fakeDriver)(nil)

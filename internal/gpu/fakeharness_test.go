@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"bytes"
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,14 +40,40 @@ func newRig(t *testing.T, opts Options, cfg fakeConfig) *rig {
 }
 
 // verify checks a lease's bytes (see verifyImage) and reads it through its
-// IPC handle as the consumer would.
+// handover as the consumer would.
 func (r *rig) verify(t *testing.T, l *Lease, want [][]byte) {
 	t.Helper()
 	img := verifyImage(t, r.c, l, want, r.c.opts.Alignment)
+	imp := r.importLease(t, l)
+	defer imp.close()
 	got := make([]byte, l.Bytes)
-	if err := r.drv.ipcRead(l.IPCHandle, 0, got); err != nil || !bytes.Equal(got, img) {
-		t.Errorf("reading through the IPC handle: %v, equal %v", err, bytes.Equal(got, img))
+	if err := imp.read(0, got); err != nil || !bytes.Equal(got, img) {
+		t.Errorf("reading through the %v handover: %v, equal %v", l.Handover, err, bytes.Equal(got, img))
 	}
+}
+
+// importLease maps a lease as a consumer would: the file descriptor of a
+// HandoverFD lease (which the test's consumer imports with a reference of
+// its own, and must close), or the IPC handle of a HandoverIPC one.
+func (r *rig) importLease(t *testing.T, l *Lease) *fakeImport {
+	t.Helper()
+	if l.Handover == HandoverIPC {
+		imp, err := r.drv.importIPC(l.IPCHandle)
+		if err != nil {
+			t.Fatalf("importing the IPC handle: %v", err)
+		}
+		return imp
+	}
+	f, err := r.c.ExportFD(l.ID)
+	if err != nil {
+		t.Fatalf("ExportFD: %v", err)
+	}
+	defer f.Close()
+	imp, err := r.drv.importFD(f)
+	if err != nil {
+		t.Fatalf("importing the file descriptor: %v", err)
+	}
+	return imp
 }
 
 // leased returns the device's LeasedBytes.
@@ -62,11 +89,27 @@ func (r *rig) leased(t *testing.T, dev int) int64 {
 // expectClean fails the test if the fake holds device memory or saw misuse.
 func (r *rig) expectClean(t *testing.T) {
 	t.Helper()
-	if n := r.drv.live().allocs; n != 0 {
-		t.Errorf("%d device allocations live", n)
+	if l := r.drv.live(); l.allocs != 0 || l.phys != 0 {
+		t.Errorf("%d device mappings and %d physical allocations live", l.allocs, l.phys)
 	}
 	for _, m := range r.drv.misused() {
 		t.Errorf("fake driver: misuse: %s", m)
+	}
+}
+
+// expectAllocs and expectFrees count device allocations and frees of
+// either kind: VMM (the default handover) and legacy.
+func (r *rig) expectAllocs(t *testing.T, want int) {
+	t.Helper()
+	if got := r.drv.count("alloc") + r.drv.count("vmmAlloc"); got != want {
+		t.Errorf("device allocations = %d, want %d", got, want)
+	}
+}
+
+func (r *rig) expectFrees(t *testing.T, want int) {
+	t.Helper()
+	if got := r.drv.count("free") + r.drv.count("vmmFree"); got != want {
+		t.Errorf("device frees = %d, want %d", got, want)
 	}
 }
 
@@ -74,6 +117,28 @@ func (r *rig) expectCount(t *testing.T, method string, want int) {
 	t.Helper()
 	if got := r.drv.count(method); got != want {
 		t.Errorf("%s calls = %d, want %d", method, got, want)
+	}
+}
+
+// stage stages srcs on dev with the default handover, failing the test on
+// an error.
+func (r *rig) stage(t *testing.T, dev int, srcs []Source) *Lease {
+	t.Helper()
+	l, err := r.c.Stage(context.Background(), dev, srcs, StageOptions{})
+	if err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	return l
+}
+
+// awaitRecovery waits for dev's recovery, if one was started, to end.
+func (r *rig) awaitRecovery(t *testing.T, dev int) {
+	t.Helper()
+	r.c.mu.Lock()
+	ch := r.c.devs[dev].recovered
+	r.c.mu.Unlock()
+	if ch != nil {
+		await(t, ch, "the device's recovery")
 	}
 }
 

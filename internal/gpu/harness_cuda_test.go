@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,7 +103,7 @@ func newHarness(t *testing.T, opts Options, setup func(*fakeControl)) *harness {
 		if err := c.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		h.expectLive(t, map[string]int64{"alloc": 0, "host": 0, "stream": 0, "event": 0, "ctx": 0, "violations": 0})
+		h.expectLive(t, map[string]int64{"alloc": 0, "phys": 0, "resv": 0, "fd": 0, "host": 0, "stream": 0, "event": 0, "ctx": 0, "violations": 0})
 	})
 	return h
 }
@@ -148,16 +149,49 @@ func (h *harness) leased(t *testing.T, dev int) int64 {
 }
 
 // verify checks a lease against the sources' bytes (see verifyImage) and,
-// on the fake, reads it through the IPC handle as a consumer would.
+// on the fake, reads it through its handover as a consumer would.
 func verify(t *testing.T, h *harness, l *Lease, want [][]byte, align int64) {
 	t.Helper()
 	img := verifyImage(t, h.c, l, want, align)
 	if h.fc != nil {
+		slot := h.importLease(t, l)
+		defer h.fc.importClose(slot)
 		got := make([]byte, l.Bytes)
-		if rc := h.fc.ipcRead(l.IPCHandle, 0, got); rc != 0 || !bytes.Equal(got, img) {
-			t.Errorf("reading through the IPC handle: rc %d, equal %v", rc, bytes.Equal(got, img))
+		if rc := h.fc.importRead(slot, 0, got); rc != 0 || !bytes.Equal(got, img) {
+			t.Errorf("reading through the %v handover: rc %d, equal %v", l.Handover, rc, bytes.Equal(got, img))
 		}
 	}
+}
+
+// importLease imports a lease into the fake as a consumer would: by file
+// descriptor (ExportFD) or IPC handle. The caller closes the slot.
+func (h *harness) importLease(t *testing.T, l *Lease) int {
+	t.Helper()
+	var slot int
+	if l.Handover == HandoverIPC {
+		slot = h.fc.importIPC(l.IPCHandle)
+	} else {
+		f, err := h.c.ExportFD(l.ID)
+		if err != nil {
+			t.Fatalf("ExportFD: %v", err)
+		}
+		slot = h.fc.importFD(int(f.Fd()))
+		f.Close()
+	}
+	if slot < 0 {
+		t.Fatalf("importing the %v handover: %d", l.Handover, slot)
+	}
+	return slot
+}
+
+// stage stages srcs with the default options, failing the test on an error.
+func (h *harness) stage(t *testing.T, dev int, srcs []Source) *Lease {
+	t.Helper()
+	l, err := h.c.Stage(context.Background(), dev, srcs, StageOptions{})
+	if err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	return l
 }
 
 // eventually polls cond until it holds or a generous deadline passes.

@@ -18,15 +18,18 @@ import (
 
 // CUresult values the tests inject or expect.
 const (
-	cudaErrorInvalidValue    = 1
-	cudaErrorOutOfMemory     = 2
-	cudaErrorNoDevice        = 100
-	cudaErrorInvalidDevice   = 101
-	cudaErrorInvalidContext  = 201
-	cudaErrorInvalidHandle   = 400
-	cudaErrorIllegalAddress  = 700
-	cudaErrorUnknown         = 999
-	cudaErrorOutOfMemoryName = "CUDA_ERROR_OUT_OF_MEMORY"
+	cudaErrorInvalidValue     = 1
+	cudaErrorOutOfMemory      = 2
+	cudaErrorNoDevice         = 100
+	cudaErrorInvalidDevice    = 101
+	cudaErrorInvalidContext   = 201
+	cudaErrorInvalidHandle    = 400
+	cudaErrorECCUncorrectable = 214
+	cudaErrorIllegalAddress   = 700 // sticky
+	cudaErrorLaunchFailed     = 719 // sticky
+	cudaErrorNotSupported     = 801
+	cudaErrorUnknown          = 999
+	cudaErrorOutOfMemoryName  = "CUDA_ERROR_OUT_OF_MEMORY"
 )
 
 // smallOpts makes pieces small so that tests cross buffer boundaries often.
@@ -51,14 +54,24 @@ func makeSources(rng *rand.Rand, sizes ...int64) ([]Source, [][]byte) {
 
 // verifyImage checks a lease against the sources' bytes: placements
 // packed, aligned and disjoint, every byte read back, and zeros in the
-// gaps. It returns the image read back.
+// gaps and after the last placement, up to the allocation's rounded end.
+// It returns the image read back.
 func verifyImage(t *testing.T, c *Copier, l *Lease, want [][]byte, align int64) []byte {
 	t.Helper()
 	if len(l.Placements) != len(want) {
 		t.Fatalf("%d placements, want %d", len(l.Placements), len(want))
 	}
-	if len(l.IPCHandle) != 64 {
-		t.Errorf("IPC handle has %d bytes", len(l.IPCHandle))
+	switch l.Handover {
+	case HandoverIPC:
+		if len(l.IPCHandle) != 64 {
+			t.Errorf("IPC handle has %d bytes", len(l.IPCHandle))
+		}
+	case HandoverFD:
+		if l.IPCHandle != nil {
+			t.Errorf("an FD lease has an IPC handle")
+		}
+	default:
+		t.Errorf("lease handover %v", l.Handover)
 	}
 	img := make([]byte, l.Bytes)
 	if err := c.ReadBack(context.Background(), l.ID, 0, img); err != nil {
@@ -77,8 +90,10 @@ func verifyImage(t *testing.T, c *Copier, l *Lease, want [][]byte, align int64) 
 		}
 		end = p.Offset + p.Len
 	}
-	if end != l.Bytes {
+	if end > l.Bytes {
 		t.Errorf("lease is %d bytes, placements end at %d", l.Bytes, end)
+	} else if !isZero(img[end:]) {
+		t.Errorf("the %d bytes after the last placement are not zero", l.Bytes-end)
 	}
 	return img
 }

@@ -14,9 +14,9 @@ import (
 // lease is the copier's record of a Lease.
 type lease struct {
 	// Immutable after addLease, except pub.Expires (guarded by Copier.mu).
-	pub  Lease
-	dev  *devState
-	dptr uint64
+	pub   Lease
+	dev   *devState
+	alloc allocation
 
 	// mu is held for reading while ReadBack copies from the allocation and
 	// for writing while freeLease frees it.
@@ -33,11 +33,14 @@ func newLeaseID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// addLease starts l's TTL, registers it and returns its public copy.
+// addLease starts l's TTL unless it is held, registers it and returns its
+// public copy.
 func (c *Copier) addLease(l *lease) Lease {
 	now := c.clock.now()
 	c.mu.Lock()
-	l.pub.Expires = now.Add(c.opts.LeaseTTL)
+	if !l.pub.Held {
+		l.pub.Expires = now.Add(c.opts.LeaseTTL)
+	}
 	c.leases[l.pub.ID] = l
 	pub := l.pub.clone()
 	c.mu.Unlock()
@@ -47,11 +50,11 @@ func (c *Copier) addLease(l *lease) Lease {
 
 // liveLocked returns the lease named id unless it is unknown or expired at
 // now. A lease past its expiry is gone even if the reaper has not freed it
-// yet: what a call finds must not depend on when the reaper last ran.
-// Called with c.mu held.
+// yet: what a call finds must not depend on when the reaper last ran. A
+// held lease never expires. Called with c.mu held.
 func (c *Copier) liveLocked(id string, now time.Time) (*lease, bool) {
 	l, ok := c.leases[id]
-	if !ok || !now.Before(l.pub.Expires) {
+	if !ok || !l.pub.Held && !now.Before(l.pub.Expires) {
 		return nil, false
 	}
 	return l, true
@@ -75,7 +78,9 @@ func (c *Copier) Leases() []Lease {
 	return out
 }
 
-// Release frees a lease's device memory. Only the first Release of a live
+// Release frees a lease's device memory: for a HandoverFD lease, hubproxy's
+// mapping and reference (a consumer that imported it keeps the memory),
+// for a HandoverIPC lease the memory itself. Only the first Release of a live
 // lease frees anything: an id that is unknown, already released or already
 // expired gets ErrUnknownLease and changes nothing, so a retried Release is
 // harmless and memory is never freed twice.
@@ -97,7 +102,9 @@ func (c *Copier) Release(id string) error {
 	return c.freeLease(l)
 }
 
-// Renew restarts a lease's TTL from now and returns the updated lease.
+// Renew restarts a lease's TTL from now and returns the updated lease: the
+// heartbeat of a consumer that keeps no socket open to hold its lease. A
+// held lease has no TTL and is returned as it is.
 func (c *Copier) Renew(id string) (Lease, error) {
 	if err := c.enter(); err != nil {
 		return Lease{}, err
@@ -106,7 +113,7 @@ func (c *Copier) Renew(id string) (Lease, error) {
 	now := c.clock.now()
 	c.mu.Lock()
 	l, ok := c.liveLocked(id, now)
-	if ok {
+	if ok && !l.pub.Held {
 		l.pub.Expires = now.Add(c.opts.LeaseTTL)
 	}
 	var pub Lease
@@ -129,7 +136,7 @@ func (c *Copier) freeLease(l *lease) error {
 		return nil
 	}
 	l.freed = true
-	return c.dispose(allocation{dev: l.dev, dptr: l.dptr, bytes: l.pub.Bytes}, true)
+	return c.dispose(l.alloc, true)
 }
 
 // ReadBack copies len(p) bytes at off inside the lease's allocation into p
@@ -140,16 +147,18 @@ func (c *Copier) ReadBack(ctx context.Context, id string, off int64, p []byte) e
 		return err
 	}
 	defer c.leave()
-	now := c.clock.now()
-	c.mu.Lock()
-	l, ok := c.liveLocked(id, now)
-	c.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownLease, id)
+	l, err := c.live(id)
+	if err != nil {
+		return err
 	}
 	if off < 0 || off > l.pub.Bytes || int64(len(p)) > l.pub.Bytes-off {
 		return fmt.Errorf("%w: read of %d bytes at %d outside lease of %d", ErrBadRequest, len(p), off, l.pub.Bytes)
 	}
+	_, done, err := c.use(l.pub.Device)
+	if err != nil {
+		return err
+	}
+	defer done()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.freed {
@@ -160,12 +169,24 @@ func (c *Copier) ReadBack(ctx context.Context, id string, off int64, p []byte) e
 			return context.Cause(ctx)
 		}
 		n := min(int64(len(p)), c.opts.BufferSize)
-		if err := c.drv.copyToHost(l.pub.Device, p[:n], l.dptr+uint64(off)); err != nil {
+		if err := c.drv.copyToHost(l.pub.Device, p[:n], l.alloc.dptr+uint64(off)); err != nil {
 			return err
 		}
 		p, off = p[n:], off+n
 	}
 	return nil
+}
+
+// live returns the live lease named id, or ErrUnknownLease.
+func (c *Copier) live(id string) (*lease, error) {
+	now := c.clock.now()
+	c.mu.Lock()
+	l, ok := c.liveLocked(id, now)
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownLease, id)
+	}
+	return l, nil
 }
 
 // wakeReaper tells the reaper the earliest expiry may have changed.
@@ -208,6 +229,7 @@ func (c *Copier) takeExpired(now time.Time) (time.Time, []*lease) {
 	var expired []*lease
 	for id, l := range c.leases {
 		switch exp := l.pub.Expires; {
+		case l.pub.Held:
 		case !now.Before(exp):
 			expired = append(expired, l)
 			delete(c.leases, id)

@@ -14,7 +14,7 @@ import (
 func TestReleaseIdempotent(t *testing.T) {
 	h := newHarness(t, smallOpts(), nil)
 	srcs, _ := makeSources(rand.New(rand.NewPCG(1, 1)), 5000)
-	l, err := h.c.Stage(context.Background(), 0, srcs)
+	l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestReleaseIdempotent(t *testing.T) {
 			t.Errorf("Release(%q): %v, want ErrUnknownLease", id, err)
 		}
 	}
-	h.expectCalls(t, "cuMemFree_v2", 1)
+	h.expectCalls(t, "cuMemRelease", 1)
 	if err := h.c.ReadBack(context.Background(), l.ID, 0, make([]byte, 1)); !errors.Is(err, ErrUnknownLease) {
 		t.Errorf("ReadBack after Release: %v", err)
 	}
@@ -51,7 +51,7 @@ func TestReleaseIdempotent(t *testing.T) {
 func TestReleaseDuringReadBack(t *testing.T) {
 	h := newHarness(t, smallOpts(), nil)
 	srcs, _ := makeSources(rand.New(rand.NewPCG(2, 2)), 64<<10)
-	l, err := h.c.Stage(context.Background(), 0, srcs)
+	l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestReleaseDuringReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	h.expectCalls(t, "cuMemFree_v2", 1)
+	h.expectCalls(t, "cuMemRelease", 1)
 }
 
 func TestLeaseExpires(t *testing.T) {
@@ -91,7 +91,7 @@ func TestLeaseExpires(t *testing.T) {
 	h := newHarness(t, opts, nil)
 	start := time.Now()
 	srcs, _ := makeSources(rand.New(rand.NewPCG(3, 3)), 5000)
-	l, err := h.c.Stage(context.Background(), 0, srcs)
+	l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +105,13 @@ func TestLeaseExpires(t *testing.T) {
 	if err := h.c.Release(l.ID); !errors.Is(err, ErrUnknownLease) {
 		t.Errorf("Release after expiry: %v", err)
 	}
-	h.expectCalls(t, "cuMemFree_v2", 1)
+	h.expectCalls(t, "cuMemRelease", 1)
 }
 
 func TestRenew(t *testing.T) {
 	h := newHarness(t, smallOpts(), nil)
 	srcs, _ := makeSources(rand.New(rand.NewPCG(4, 4)), 5000)
-	l, err := h.c.Stage(context.Background(), 0, srcs)
+	l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,18 +131,18 @@ func TestCloseFreesAll(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := range 3 {
 		srcs, _ := makeSources(rng, 10000, 10)
-		if _, err := h.c.Stage(context.Background(), i%2, srcs); err != nil {
+		if _, err := h.c.Stage(context.Background(), i%2, srcs, StageOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h.expectLive(t, map[string]int64{"alloc": 3, "host": int64(opts.PinnedBuffers),
+	h.expectLive(t, map[string]int64{"alloc": 3, "phys": 3, "resv": 3, "host": 2 * int64(opts.PinnedBuffers),
 		"stream": 2 * int64(opts.Streams), "event": 2 * int64(opts.PinnedBuffers), "ctx": 2})
 	if err := h.c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h.expectLive(t, map[string]int64{"alloc": 0, "host": 0, "stream": 0, "event": 0, "ctx": 0, "violations": 0})
+	h.expectLive(t, map[string]int64{"alloc": 0, "phys": 0, "host": 0, "stream": 0, "event": 0, "ctx": 0, "violations": 0})
 	srcs, _ := makeSources(rng, 10)
-	if _, err := h.c.Stage(context.Background(), 0, srcs); !errors.Is(err, ErrClosed) {
+	if _, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Stage after Close: %v", err)
 	}
 	if _, err := h.c.Devices(); !errors.Is(err, ErrClosed) {
@@ -162,7 +162,7 @@ func TestCloseAbortsStage(t *testing.T) {
 	g := newGatedReader(data, 10000)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := h.c.Stage(context.Background(), 0, []Source{{Name: "slow", R: g, Len: int64(len(data))}})
+		_, err := h.c.Stage(context.Background(), 0, []Source{{Name: "slow", R: g, Len: int64(len(data))}}, StageOptions{})
 		errc <- err
 	}()
 	<-g.entered

@@ -15,7 +15,7 @@ import (
 func TestReleaseFreesOnce(t *testing.T) {
 	r := newRig(t, smallOpts(), fakeConfig{})
 	srcs, _ := makeSources(rand.New(rand.NewPCG(1, 1)), 5000)
-	l, err := r.c.Stage(context.Background(), 0, srcs)
+	l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestReleaseFreesOnce(t *testing.T) {
 			t.Errorf("Release(%q): %v, want ErrUnknownLease", id, err)
 		}
 	}
-	r.expectCount(t, "free", 1)
+	r.expectFrees(t, 1)
 	if err := r.c.ReadBack(context.Background(), l.ID, 0, make([]byte, 1)); !errors.Is(err, ErrUnknownLease) {
 		t.Errorf("ReadBack after Release: %v", err)
 	}
@@ -52,7 +52,7 @@ func TestReleaseFreesOnce(t *testing.T) {
 func TestReleaseRacingReadBack(t *testing.T) {
 	r := newRig(t, smallOpts(), fakeConfig{})
 	srcs, want := makeSources(rand.New(rand.NewPCG(2, 2)), 64<<10)
-	l, err := r.c.Stage(context.Background(), 0, srcs)
+	l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestReleaseRacingReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	r.expectCount(t, "free", 1)
+	r.expectFrees(t, 1)
 	r.expectClean(t)
 }
 
@@ -100,7 +100,7 @@ func TestReaperFreesLeaseAtTTL(t *testing.T) {
 	r := newRig(t, opts, fakeConfig{})
 	start := r.clk.now()
 	srcs, _ := makeSources(rand.New(rand.NewPCG(3, 3)), 5000)
-	l, err := r.c.Stage(context.Background(), 0, srcs)
+	l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestReaperFreesLeaseAtTTL(t *testing.T) {
 		t.Errorf("LeasedBytes = %d after expiry", n)
 	}
 	r.expectClean(t)
-	r.expectCount(t, "free", 1)
+	r.expectFrees(t, 1)
 	if err := r.c.Release(l.ID); !errors.Is(err, ErrUnknownLease) {
 		t.Errorf("Release after expiry: %v", err)
 	}
-	r.expectCount(t, "free", 1)
+	r.expectFrees(t, 1)
 }
 
 // TestRenewPostponesExpiry: Renew restarts the TTL from now, and the
@@ -136,7 +136,7 @@ func TestRenewPostponesExpiry(t *testing.T) {
 	opts.LeaseTTL = 10 * time.Minute
 	r := newRig(t, opts, fakeConfig{})
 	srcs, _ := makeSources(rand.New(rand.NewPCG(4, 4)), 5000)
-	l, err := r.c.Stage(context.Background(), 0, srcs)
+	l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +154,10 @@ func TestRenewPostponesExpiry(t *testing.T) {
 	if ls := r.c.Leases(); len(ls) != 1 || !ls[0].Expires.Equal(renewed.Expires) {
 		t.Fatalf("after the old expiry: Leases = %+v", ls)
 	}
-	r.expectCount(t, "free", 0)
+	r.expectFrees(t, 0)
 	r.clk.advance(opts.LeaseTTL / 2)
 	r.clk.awaitAlarm(t, time.Time{})
-	r.expectCount(t, "free", 1)
+	r.expectFrees(t, 1)
 	r.expectClean(t)
 }
 
@@ -172,12 +172,12 @@ func TestExpiredLeaseIsGoneBeforeReaped(t *testing.T) {
 	r := newRig(t, opts, fakeConfig{})
 	rng := rand.New(rand.NewPCG(5, 5))
 	srcs, _ := makeSources(rng, 5000)
-	first, err := r.c.Stage(context.Background(), 0, srcs)
+	first, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.clk.advance(time.Minute)
-	second, err := r.c.Stage(context.Background(), 0, srcs)
+	second, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestExpiredLeaseIsGoneBeforeReaped(t *testing.T) {
 	// Hold the reaper inside its free of the first lease.
 	entered, release := make(chan struct{}), newLatch()
 	defer release.open()
-	r.drv.hook("free", holdFirst(entered, release.ch))
+	r.drv.hook("vmmFree", holdFirst(entered, release.ch))
 	r.clk.advance(opts.LeaseTTL - time.Minute) // the first expires
 	await(t, entered, "the reaper to free the first lease")
 	r.clk.advance(time.Minute) // the second expires; the reaper is busy
@@ -205,7 +205,7 @@ func TestExpiredLeaseIsGoneBeforeReaped(t *testing.T) {
 	}
 	release.open()
 	r.clk.awaitAlarm(t, time.Time{})
-	r.expectCount(t, "free", 2)
+	r.expectFrees(t, 2)
 	r.expectClean(t)
 }
 
@@ -217,11 +217,11 @@ func TestCloseFreesEverything(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	for i := range 3 {
 		srcs, _ := makeSources(rng, 10000, 10)
-		if _, err := r.c.Stage(context.Background(), i%2, srcs); err != nil {
+		if _, err := r.c.Stage(context.Background(), i%2, srcs, StageOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if l := r.drv.live(); l.allocs != 3 || l.pinned != opts.PinnedBuffers || l.attached != 2 {
+	if l := r.drv.live(); l.allocs != 3 || l.pinned != 2*opts.PinnedBuffers || l.attached != 2 {
 		t.Fatalf("before Close: %+v", l)
 	}
 	if err := r.c.Close(); err != nil {
@@ -231,7 +231,7 @@ func TestCloseFreesEverything(t *testing.T) {
 		t.Fatalf("after Close: %q", ls)
 	}
 	srcs, _ := makeSources(rng, 10)
-	if _, err := r.c.Stage(context.Background(), 0, srcs); !errors.Is(err, ErrClosed) {
+	if _, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Stage after Close: %v", err)
 	}
 	if _, err := r.c.Devices(); !errors.Is(err, ErrClosed) {
@@ -253,7 +253,7 @@ func TestCloseAbortsBlockedStage(t *testing.T) {
 	defer g.open()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := r.c.Stage(context.Background(), 0, []Source{{Name: "slow", R: g, Len: int64(len(data))}})
+		_, err := r.c.Stage(context.Background(), 0, []Source{{Name: "slow", R: g, Len: int64(len(data))}}, StageOptions{})
 		errc <- err
 	}()
 	await(t, g.entered, "the reader to block")

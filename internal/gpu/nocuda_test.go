@@ -20,7 +20,7 @@ func TestUnavailableWithoutTag(t *testing.T) {
 		t.Fatal("Available() = true without the cuda tag")
 	}
 	ctx := context.Background()
-	_, err = c.Stage(ctx, 0, []Source{{Name: "x", R: strings.NewReader("x"), Len: 1}})
+	_, err = c.Stage(ctx, 0, []Source{{Name: "x", R: strings.NewReader("x"), Len: 1}}, StageOptions{})
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "cuda") {
 		t.Errorf("Stage: %v, want ErrUnavailable naming the cuda tag", err)
 	}

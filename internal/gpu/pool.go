@@ -11,11 +11,14 @@ import (
 var errPoolRetired = errors.New("gpu: no pinned staging buffer in service: " +
 	"every one was retired after a stream could not be drained")
 
-// pool is the fixed set of pinned host buffers all stagings share. The
-// buffers are allocated once, on first use of any device, and freed by
-// Close: pinning is expensive (page locking, an IOMMU mapping), and
-// allocating per copy forfeits most of what pinned memory buys. They are
-// allocated portable, so copies to any device's streams may use them.
+// pool is one device's fixed set of pinned host buffers, shared by every
+// staging onto it. The buffers are allocated once, on first use of the
+// device, and freed by Close: pinning is expensive (page locking, an IOMMU
+// mapping), and allocating per copy forfeits most of what pinned memory
+// buys. They are pinned on the device's NUMA node, so that its DMA reads
+// local memory rather than crossing the socket interconnect, and in the
+// device's own context, so that a sticky fault elsewhere never takes them
+// (a reset of this device's context does, and forget drops them then).
 //
 // A buffer whose copy could not be confirmed finished is retired rather
 // than refilled (see Copier.piece) and replaced on a later staging.
@@ -40,7 +43,7 @@ type pool struct {
 type pinned struct {
 	idx int
 	dev int    // device whose context allocated mem; its free uses it too
-	mem []byte // C memory from driver.hostAlloc
+	mem []byte // pinned memory from driver.hostAlloc
 }
 
 func newPool(n int) *pool {
@@ -53,13 +56,13 @@ func newPool(n int) *pool {
 // leaves the pool short, and is an error only when no buffer is in
 // service: the staging could not run, while with fewer buffers it only
 // runs slower (and a later staging, maybe on a healthier device, retries).
-func (p *pool) ensure(drv driver, dev int, size int64) error {
+func (p *pool) ensure(drv driver, dev int, size int64, node int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bufs == nil {
 		bufs := make([]*pinned, 0, p.n)
 		for i := range p.n {
-			mem, err := drv.hostAlloc(dev, size)
+			mem, err := drv.hostAlloc(dev, size, node)
 			if err != nil {
 				errs := []error{err}
 				for _, b := range bufs {
@@ -76,7 +79,7 @@ func (p *pool) ensure(drv driver, dev int, size int64) error {
 		return nil
 	}
 	for len(p.vacant) > 0 {
-		mem, err := drv.hostAlloc(dev, size)
+		mem, err := drv.hostAlloc(dev, size, node)
 		if err != nil {
 			if len(p.vacant) == p.n {
 				return err
@@ -134,11 +137,20 @@ func (p *pool) retire(b *pinned) {
 // free releases the buffers. The caller guarantees none is held.
 func (p *pool) free(drv driver) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	var errs []error
 	for _, b := range p.bufs {
 		errs = append(errs, drv.hostFree(b.dev, b.mem))
 	}
+	p.mu.Unlock()
+	p.forget()
+	return errors.Join(errs...)
+}
+
+// forget drops the buffers without freeing them: a context reset already
+// did. The caller guarantees none is held.
+func (p *pool) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.bufs, p.vacant = nil, nil
 	for len(p.idle) > 0 {
 		<-p.idle
@@ -148,5 +160,4 @@ func (p *pool) free(drv driver) error {
 		p.drained = make(chan struct{})
 	default:
 	}
-	return errors.Join(errs...)
 }

@@ -11,30 +11,31 @@ import (
 // into dst, a pinned buffer. It runs concurrently for different pieces.
 type fillFunc func(ctx context.Context, dst []byte, off int64) error
 
-// pump copies the image [0, total) of the allocation at dptr on dev, one
-// Options.BufferSize piece per pinned buffer. For each piece a goroutine
-// holding a buffer fills it (reads from the sources), enqueues
+// pump copies the image [0, total) of the allocation at dptr on d, one
+// Options.BufferSize piece per pinned buffer of d's pool. For each piece a
+// goroutine holding a buffer fills it (reads from the sources, with up to
+// Options.ReadersPerPiece reads at once: see fillPiece), enqueues
 // cuMemcpyHtoDAsync on the buffer's stream, records the buffer's event and
 // waits on it before the buffer goes back to the pool: so while earlier
 // pieces are on the bus, later ones are being read, and a buffer is never
 // overwritten while a copy from it may still be running. The number of
-// pieces in flight is bounded by the pool, shared by every staging.
+// pieces in flight is bounded by the pool, shared by every staging onto d.
 //
 // The first error (a fill, a driver call, the pool, or ctx) cancels the
 // rest. When pump returns settled, no copy into dptr is in flight and none
 // will be issued, so the caller may free it at once, even while some fill
 // goroutines are still blocked in readers that do not honour ctx; those
 // skip their copy when they return and then give their buffer back
-// (Copier.fills tracks them). Unsettled means a failed copy's stream could
+// (Copier.fills and devState.fills track them). Unsettled means a failed copy's stream could
 // not be drained: a copy into dptr may still be queued, so it must not be
 // freed (see dispose).
-func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fill fillFunc) (settled bool, err error) {
+func (c *Copier) pump(ctx context.Context, d *devState, dptr uint64, total int64, fill fillFunc) (settled bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	gate := &copyGate{}
 	var pieces sync.WaitGroup
 	for off := int64(0); off < total; off += c.opts.BufferSize {
-		b, err := c.pool.get(ctx)
+		b, err := d.pool.get(ctx)
 		if err != nil {
 			cancel(err) // a no-op if ctx is done: its cause is the result
 			break
@@ -42,10 +43,12 @@ func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fi
 		n := min(c.opts.BufferSize, total-off)
 		pieces.Add(1)
 		c.fills.Add(1)
+		d.fills.Add(1)
 		go func() {
 			defer c.fills.Done()
+			defer d.fills.Done()
 			defer pieces.Done()
-			if err := c.piece(ctx, gate, dev, dptr+uint64(off), b, b.mem[:n], off, fill); err != nil {
+			if err := c.piece(ctx, gate, d, dptr+uint64(off), b, b.mem[:n], off, fill); err != nil {
 				cancel(err)
 			}
 		}()
@@ -65,19 +68,20 @@ func (c *Copier) pump(ctx context.Context, dev int, dptr uint64, total int64, fi
 
 // piece fills one pinned buffer and copies it to dst. The buffer is given
 // back only once no copy from it can be running.
-func (c *Copier) piece(ctx context.Context, gate *copyGate, dev int, dst uint64, b *pinned, mem []byte, off int64, fill fillFunc) (err error) {
+func (c *Copier) piece(ctx context.Context, gate *copyGate, d *devState, dst uint64, b *pinned, mem []byte, off int64, fill fillFunc) (err error) {
+	dev := d.index
 	retire := false
 	defer func() {
 		if retire {
-			c.pool.retire(b)
+			d.pool.retire(b)
 		} else {
-			c.pool.put(b)
+			d.pool.put(b)
 		}
 	}()
 	if ctx.Err() != nil {
 		return nil
 	}
-	if err := fill(ctx, mem, off); err != nil {
+	if err := c.fillPiece(ctx, fill, mem, off); err != nil {
 		return err
 	}
 	if !gate.enter() {
@@ -109,6 +113,35 @@ func (c *Copier) piece(ctx context.Context, gate *copyGate, dev int, dst uint64,
 		return errors.Join(err, serr)
 	}
 	return err
+}
+
+// fillPiece fills one buffer with up to Options.ReadersPerPiece reads at
+// once, each of at least minReadSize bytes. One read per buffer leaves a
+// lazily filled source (the cache, fetching upstream) with one request in
+// flight per buffer; several keep more of the link and the disk busy. It
+// returns once every read has, with the first error.
+func (c *Copier) fillPiece(ctx context.Context, fill fillFunc, mem []byte, off int64) error {
+	parts := min(int64(c.opts.ReadersPerPiece), int64(len(mem))/minReadSize)
+	if parts <= 1 {
+		return fill(ctx, mem, off)
+	}
+	step := alignUp((int64(len(mem))+parts-1)/parts, c.opts.Alignment)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := i*step, min((i+1)*step, int64(len(mem)))
+		if lo >= hi {
+			break
+		}
+		wg.Go(func() { errs[i] = fill(ctx, mem[lo:hi], off+lo) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // copyGate lets pump stop new copies into an allocation and wait for those

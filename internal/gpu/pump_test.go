@@ -70,9 +70,11 @@ func TestPumpRefillsBufferOnlyAfterItsCopy(t *testing.T) {
 	r := newRig(t, opts, fakeConfig{})
 	const total = 40*1024 + 100
 	pieces := int((total + opts.BufferSize - 1) / opts.BufferSize)
-	if _, err := r.c.device(0); err != nil {
+	d, done, err := r.c.use(0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer done()
 	dptr, err := r.drv.alloc(0, total)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +98,7 @@ func TestPumpRefillsBufferOnlyAfterItsCopy(t *testing.T) {
 		}
 		return nil
 	}
-	settled, err := r.c.pump(context.Background(), 0, dptr, total, fill)
+	settled, err := r.c.pump(context.Background(), d, dptr, total, fill)
 	if err != nil || !settled {
 		t.Fatalf("pump: settled %v, %v", settled, err)
 	}
@@ -133,7 +135,7 @@ func TestPumpCancelWaitsForIssuedCopies(t *testing.T) {
 		srcs, _ := makeSources(rand.New(rand.NewPCG(1, 1)), 30000)
 		errc := make(chan error, 1)
 		go func() {
-			_, err := r.c.Stage(ctx, 0, srcs)
+			_, err := r.c.Stage(ctx, 0, srcs, StageOptions{})
 			errc <- err
 		}()
 		<-entered
@@ -144,7 +146,7 @@ func TestPumpCancelWaitsForIssuedCopies(t *testing.T) {
 			t.Fatalf("Stage returned (%v) while a copy into its allocation was queued", err)
 		default:
 		}
-		if r.drv.count("free") != 0 {
+		if r.drv.count("vmmFree") != 0 {
 			t.Fatal("the allocation was freed while a copy into it was queued")
 		}
 		release.open()
@@ -170,7 +172,7 @@ func TestPumpDrainFailureStrandsInsteadOfFreeing(t *testing.T) {
 	r.drv.inject(fakeFault{method: "wait", after: 1, code: cudaErrorUnknown})
 	r.drv.inject(fakeFault{method: "syncStream", code: cudaErrorUnknown})
 	srcs, _ := makeSources(rng, 30000)
-	_, err := r.c.Stage(context.Background(), 0, srcs)
+	_, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if !hasCall(err, "cuEventSynchronize") || !hasCall(err, "cuStreamSynchronize") {
 		t.Fatalf("Stage: %v, want both the wait and the drain failure", err)
 	}
@@ -180,12 +182,12 @@ func TestPumpDrainFailureStrandsInsteadOfFreeing(t *testing.T) {
 	if l := r.drv.live(); l.allocs != 1 || l.queued != 1 {
 		t.Errorf("fake holds %+v, want the allocation and its queued copy", l)
 	}
-	if n, want := r.leased(t, 0), int64(30000); n != want {
+	if n, want := r.leased(t, 0), roundUp(30000, r.drv.cfg.granularity); n != want {
 		t.Errorf("LeasedBytes = %d, want %d (the stranded allocation)", n, want)
 	}
 
 	srcs, want := makeSources(rng, 20000)
-	l, err := r.c.Stage(context.Background(), 0, srcs)
+	l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatalf("Stage after the failure: %v", err)
 	}
@@ -211,7 +213,7 @@ func TestPoolRetiredBuffersFailFast(t *testing.T) {
 	defer g.open()
 	errA := make(chan error, 1)
 	go func() {
-		_, err := r.c.Stage(context.Background(), 0, []Source{{Name: "a", R: g, Len: int64(len(data))}})
+		_, err := r.c.Stage(context.Background(), 0, []Source{{Name: "a", R: g, Len: int64(len(data))}}, StageOptions{})
 		errA <- err
 	}()
 	await(t, g.entered, "A's reader")
@@ -220,11 +222,11 @@ func TestPoolRetiredBuffersFailFast(t *testing.T) {
 	// to wait for A's buffer. Its context never ends.
 	allocB := make(chan struct{})
 	var once sync.Once
-	r.drv.hook("alloc", func(int) { once.Do(func() { close(allocB) }) })
+	r.drv.hook("vmmAlloc", func(int) { once.Do(func() { close(allocB) }) })
 	errB := make(chan error, 1)
 	go func() {
 		srcs, _ := makeSources(rand.New(rand.NewPCG(4, 4)), 5000)
-		_, err := r.c.Stage(context.Background(), 0, srcs)
+		_, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 		errB <- err
 	}()
 	await(t, allocB, "B's alloc")
@@ -239,50 +241,9 @@ func TestPoolRetiredBuffersFailFast(t *testing.T) {
 		t.Fatalf("B: %v, want errPoolRetired", err)
 	}
 	srcs, want := makeSources(rng, 5000)
-	l, err := r.c.Stage(context.Background(), 0, srcs)
+	l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatalf("Stage after the pool was replenished: %v", err)
 	}
 	r.verify(t, l, want)
-}
-
-// TestStickyFaultStaysOnItsDevice kills device 0's context mid-staging,
-// after the shared pool was pinned in that context. Device 0 then fails
-// every call with the fault's code and keeps its memory counted; device 1
-// goes on staging with replacement buffers; Close reports only the dead
-// device's failures and, with its detach, leaves nothing behind.
-func TestStickyFaultStaysOnItsDevice(t *testing.T) {
-	opts := smallOpts()
-	r := newRig(t, opts, fakeConfig{devices: 2})
-	rng := rand.New(rand.NewPCG(5, 5))
-	srcs, _ := makeSources(rng, 5000)
-	l0, err := r.c.Stage(context.Background(), 0, srcs) // pins the pool in device 0's context
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.drv.inject(fakeFault{method: "wait", dev: 0, after: 2, code: cudaErrorIllegalAddress, sticky: true})
-	big, _ := makeSources(rng, 30000)
-	_, err = r.c.Stage(context.Background(), 0, big)
-	onlyCode(t, "Stage as the device dies", err, cudaErrorIllegalAddress)
-	_, err = r.c.Stage(context.Background(), 0, srcs)
-	onlyCode(t, "Stage on the dead device", err, cudaErrorIllegalAddress)
-	if n, want := r.leased(t, 0), l0.Bytes+30000; n != want {
-		t.Errorf("LeasedBytes on the dead device = %d, want %d", n, want)
-	}
-	for range 3 {
-		srcs, want := makeSources(rng, 9000, 17)
-		l, err := r.c.Stage(context.Background(), 1, srcs)
-		if err != nil {
-			t.Fatalf("Stage on the live device: %v", err)
-		}
-		r.verify(t, l, want)
-	}
-	if err := r.c.Release(l0.ID); !hasCall(err, "cuMemFree_v2") {
-		t.Errorf("Release on the dead device: %v", err)
-	}
-
-	onlyCode(t, "Close", r.c.Close(), cudaErrorIllegalAddress)
-	for _, m := range r.drv.misused() {
-		t.Errorf("fake driver: misuse: %s", m)
-	}
 }

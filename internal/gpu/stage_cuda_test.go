@@ -32,7 +32,7 @@ func TestStageRoundTrip(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srcs, want := makeSources(rng, tc.sizes...)
-			l, err := h.c.Stage(context.Background(), 0, srcs)
+			l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 			if err != nil {
 				t.Fatalf("Stage: %v", err)
 			}
@@ -44,7 +44,7 @@ func TestStageRoundTrip(t *testing.T) {
 	}
 	// One device allocation per lease, every copy from pinned memory, and
 	// the pool pinned once however many stagings ran.
-	h.expectCalls(t, "cuMemAlloc_v2", int64(len(cases)))
+	h.expectCalls(t, "cuMemCreate", int64(len(cases)))
 	h.expectCalls(t, "pageable_async", 0)
 	h.expectCalls(t, "cuMemHostAlloc", int64(opts.PinnedBuffers))
 	h.expectLive(t, map[string]int64{"alloc": 0, "host": int64(opts.PinnedBuffers), "violations": 0})
@@ -55,7 +55,7 @@ func TestStageLargeDefaultBuffers(t *testing.T) {
 	// fake device big enough for it.
 	h := newHarness(t, Options{}, func(fc *fakeControl) { fc.configure(1, 1<<30) })
 	srcs, want := makeSources(rand.New(rand.NewPCG(3, 4)), 150<<20+3, 5)
-	l, err := h.c.Stage(context.Background(), 0, srcs)
+	l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestPinnedBuffersAllocatedOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 8 {
 		srcs, want := makeSources(rng, int64(i)*5000+1, 300)
-		l, err := h.c.Stage(context.Background(), 0, srcs)
+		l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestConcurrentStages(t *testing.T) {
 					sizes[i] = 1 + rng.Int64N(6000)
 				}
 				srcs, want := makeSources(rng, sizes...)
-				l, err := h.c.Stage(context.Background(), 0, srcs)
+				l, err := h.c.Stage(context.Background(), 0, srcs, StageOptions{})
 				if err != nil {
 					t.Errorf("worker %d: Stage: %v", w, err)
 					return
@@ -117,32 +117,40 @@ func TestConcurrentStages(t *testing.T) {
 	}
 	wg.Wait()
 	h.expectCalls(t, "cuMemHostAlloc", int64(opts.PinnedBuffers))
-	h.expectCalls(t, "cuMemAlloc_v2", workers*rounds)
+	h.expectCalls(t, "cuMemCreate", workers*rounds)
 	h.expectLive(t, map[string]int64{"alloc": 0, "violations": 0})
 }
 
+// TestDevices: the devices are listed without contexts, named by the
+// UUID and PCI bus id the driver reports (the bus id normalised as sysfs
+// writes it), with VMM as their handover; memory is the driver's figure
+// once a device is used.
 func TestDevices(t *testing.T) {
-	h := newHarness(t, smallOpts(), func(fc *fakeControl) { fc.configure(2, 1_000_000) })
+	const total, gran = 1 << 30, 2 << 20
+	h := newHarness(t, smallOpts(), func(fc *fakeControl) { fc.configure(2, total) })
 	h.needFake(t)
 	ds, err := h.c.Devices()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ds) != 2 || ds[1].Name != "Fake CUDA Device 1" || ds[1].TotalBytes != 1_000_000 ||
-		ds[1].BudgetBytes != 900_000 || ds[1].FreeBytes != -1 || ds[1].LeasedBytes != 0 {
+	if len(ds) != 2 || ds[1].Name != "Fake CUDA Device 1" || ds[1].TotalBytes != total ||
+		ds[1].BudgetBytes != total-total/100*10 || ds[1].FreeBytes != -1 || ds[1].LeasedBytes != 0 {
 		t.Fatalf("Devices = %+v", ds)
 	}
-	srcs, want := makeSources(rand.New(rand.NewPCG(8, 9)), 7000, 3)
-	l, err := h.c.Stage(context.Background(), 1, srcs)
-	if err != nil {
-		t.Fatal(err)
+	if d := ds[1]; d.UUID != "GPU-c0010203-0405-0607-0809-0a0b0c0d0e0f" || d.PCIBusID != "0000:3c:00.0" || d.Handover != HandoverFD {
+		t.Errorf("device 1 is %q at %q, handover %v", d.UUID, d.PCIBusID, d.Handover)
 	}
-	if l.Device != 1 {
-		t.Errorf("lease on device %d", l.Device)
+	if i, err := FindDevice(ds, "00000000:3C:00.0"); i != 1 || err != nil {
+		t.Errorf("FindDevice by nvidia-smi's bus id = %d, %v", i, err)
+	}
+	srcs, want := makeSources(rand.New(rand.NewPCG(8, 9)), 7000, 3)
+	l := h.stage(t, 1, srcs)
+	if l.Device != 1 || l.DeviceUUID != ds[1].UUID || l.Bytes != gran {
+		t.Errorf("lease on device %d (%s), %d bytes", l.Device, l.DeviceUUID, l.Bytes)
 	}
 	verify(t, h, l, want, 256)
 	ds, _ = h.c.Devices()
-	if ds[1].FreeBytes != 1_000_000-l.Bytes || ds[1].LeasedBytes != l.Bytes || ds[0].FreeBytes != -1 {
+	if ds[1].FreeBytes != total-gran || ds[1].LeasedBytes != gran || ds[1].GranularityBytes != gran || ds[0].FreeBytes != -1 {
 		t.Errorf("after staging on device 1: %+v", ds)
 	}
 	// Only the device in use got a context.

@@ -36,7 +36,7 @@ func TestStageRoundTripOnFake(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srcs, want := makeSources(rng, tc.sizes...)
-			l, err := r.c.Stage(context.Background(), 0, srcs)
+			l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 			if err != nil {
 				t.Fatalf("Stage: %v", err)
 			}
@@ -46,7 +46,7 @@ func TestStageRoundTripOnFake(t *testing.T) {
 			}
 		})
 	}
-	r.expectCount(t, "alloc", len(cases))
+	r.expectAllocs(t, len(cases))
 	r.expectCount(t, "hostAlloc", opts.PinnedBuffers)
 	r.expectClean(t)
 }
@@ -69,7 +69,7 @@ func TestConcurrentStagesShareThePool(t *testing.T) {
 					sizes[i] = 1 + rng.Int64N(6000)
 				}
 				srcs, want := makeSources(rng, sizes...)
-				l, err := r.c.Stage(context.Background(), 0, srcs)
+				l, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{})
 				if err != nil {
 					t.Errorf("worker %d: Stage: %v", w, err)
 					return
@@ -83,7 +83,7 @@ func TestConcurrentStagesShareThePool(t *testing.T) {
 	}
 	wg.Wait()
 	r.expectCount(t, "hostAlloc", opts.PinnedBuffers)
-	r.expectCount(t, "alloc", workers*rounds)
+	r.expectAllocs(t, workers*rounds)
 	r.expectClean(t)
 }
 
@@ -95,7 +95,7 @@ func TestPoolPinnedOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 8 {
 		srcs, want := makeSources(rng, int64(i)*5000+1, 300)
-		l, err := r.c.Stage(context.Background(), i%2, srcs)
+		l, err := r.c.Stage(context.Background(), i%2, srcs, StageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestPoolPinnedOnce(t *testing.T) {
 	if _, err := r.c.Bench(context.Background(), 0, 50000); err != nil {
 		t.Fatal(err)
 	}
-	r.expectCount(t, "hostAlloc", opts.PinnedBuffers)
+	r.expectCount(t, "hostAlloc", 2*opts.PinnedBuffers) // a pool per device
 	r.expectCount(t, "attach", 2)
 }
 
@@ -122,22 +122,23 @@ func TestBadRequestsOnFake(t *testing.T) {
 		"negative off": {{Name: "x", R: srcs[0].R, Off: -1, Len: 1}},
 		"all empty":    {{Name: "x", R: srcs[0].R}},
 	} {
-		if _, err := r.c.Stage(ctx, 0, s); !errors.Is(err, ErrBadRequest) {
+		if _, err := r.c.Stage(ctx, 0, s, StageOptions{}); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: %v, want ErrBadRequest", name, err)
 		}
 	}
 	for _, dev := range []int{-1, 1} {
-		if _, err := r.c.Stage(ctx, dev, srcs); !errors.Is(err, ErrBadDevice) {
+		if _, err := r.c.Stage(ctx, dev, srcs, StageOptions{}); !errors.Is(err, ErrBadDevice) {
 			t.Errorf("device %d: %v, want ErrBadDevice", dev, err)
 		}
 	}
 	r.expectCount(t, "attach", 0)
-	l, err := r.c.Stage(ctx, 0, srcs)
+	l, err := r.c.Stage(ctx, 0, srcs, StageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reads := r.drv.count("copyToHost")
-	for _, rg := range []struct{ off, n int64 }{{-1, 1}, {0, 11}, {10, 1}, {11, 0}} {
+	b := l.Bytes // the allocation, rounded up to the granularity: all of it reads back
+	for _, rg := range []struct{ off, n int64 }{{-1, 1}, {0, b + 1}, {b, 1}, {b + 1, 0}} {
 		if err := r.c.ReadBack(ctx, l.ID, rg.off, make([]byte, rg.n)); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("ReadBack(%d, %d bytes): %v, want ErrBadRequest", rg.off, rg.n, err)
 		}
@@ -145,5 +146,8 @@ func TestBadRequestsOnFake(t *testing.T) {
 	r.expectCount(t, "copyToHost", reads)
 	if _, err := r.c.Bench(ctx, 0, 0); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("Bench(0 bytes): %v", err)
+	}
+	if _, err := r.c.ExportFD("no-such-lease"); !errors.Is(err, ErrUnknownLease) {
+		t.Errorf("ExportFD of an unknown lease: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,90 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 	"github.com/hubproxy/hubproxy/internal/server"
 )
-
-// fakeStager "stages" into host memory: one buffer per lease, sources packed
-// at 256-byte alignment, read concurrently as the real copier reads them.
-type fakeStager struct {
-	mu     sync.Mutex
-	leases map[string]*gpu.Lease
-	mem    map[string][]byte
-}
-
-func (f *fakeStager) Available() bool { return true }
-func (f *fakeStager) Devices() ([]gpu.Device, error) {
-	return []gpu.Device{{Index: 0, Name: "Fake GPU", TotalBytes: 1 << 30}}, nil
-}
-
-func (f *fakeStager) Stage(ctx context.Context, device int, srcs []gpu.Source) (*gpu.Lease, error) {
-	if device != 0 {
-		return nil, gpu.ErrBadDevice
-	}
-	l := &gpu.Lease{ID: fmt.Sprintf("lease-%d", len(f.leases)+1), Device: device, IPCHandle: make([]byte, 64), Expires: time.Now().Add(time.Minute)}
-	var off int64
-	for _, s := range srcs {
-		l.Placements = append(l.Placements, gpu.Placement{Name: s.Name, Offset: off, Len: s.Len})
-		off = (off + s.Len + 255) &^ 255
-	}
-	mem := make([]byte, off)
-	var wg sync.WaitGroup
-	errs := make([]error, len(srcs))
-	for i, s := range srcs {
-		wg.Add(1)
-		go func() { // halves in parallel, like the pinned-buffer pipeline
-			defer wg.Done()
-			p := l.Placements[i]
-			half := s.Len / 2
-			if _, err := s.R.ReadAt(mem[p.Offset+half:p.Offset+s.Len], s.Off+half); err != nil && err != io.EOF {
-				errs[i] = err
-			}
-			if _, err := s.R.ReadAt(mem[p.Offset:p.Offset+half], s.Off); err != nil && err != io.EOF {
-				errs[i] = err
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, &gpu.SourceError{Err: err}
-		}
-	}
-	l.Bytes = off
-	l.Elapsed = time.Millisecond
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.leases[l.ID], f.mem[l.ID] = l, mem
-	return l, nil
-}
-
-func (f *fakeStager) Leases() []gpu.Lease {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []gpu.Lease
-	for _, l := range f.leases {
-		out = append(out, *l)
-	}
-	return out
-}
-
-func (f *fakeStager) Release(id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.leases[id]; !ok {
-		return gpu.ErrUnknownLease
-	}
-	delete(f.leases, id)
-	delete(f.mem, id)
-	return nil
-}
 
 // newAdmin restarts e's proxy with st as its GPU copier and serves its
 // admin API.

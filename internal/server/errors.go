@@ -68,6 +68,10 @@ var errorRules = []errorRule{
 	{name: "bad tensor spec", match: as[*tensor.SpecError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "no such tensor", match: as[*tensor.NotFoundError], status: http.StatusNotFound, code: "EntryNotFound", answer: message},
 	{name: "GPU unavailable", match: is(gpu.ErrUnavailable), status: http.StatusServiceUnavailable, code: "GPUUnavailable", answer: message},
+	// Before "GPU driver": the error wraps the sticky *gpu.DriverError that
+	// killed the device, and the answer is "retry later", not "failed".
+	{name: "GPU device failed", match: is(gpu.ErrDeviceFailed), status: http.StatusServiceUnavailable, code: "GPUDeviceFailed", answer: message},
+	{name: "unknown GPU lease", match: is(gpu.ErrUnknownLease), status: http.StatusNotFound, code: "LeaseNotFound", answer: message},
 	{name: "bad GPU request", match: func(err error) bool { return errors.Is(err, gpu.ErrBadDevice) || errors.Is(err, gpu.ErrBadRequest) },
 		status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "GPU memory", match: func(err error) bool {

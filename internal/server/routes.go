@@ -81,5 +81,6 @@ var AdminRoutes = []Route{
 	{"POST", "/gpu/stage", "/gpu/stage"},
 	{"GET", "/gpu/leases", "/gpu/leases"},
 	{"DELETE", "/gpu/leases/{id}", "/gpu/leases/lease-1"},
+	{"POST", "/gpu/leases/{id}/renew", "/gpu/leases/lease-1/renew"},
 	{"GET", "/cache/stats", "/cache/stats"},
 }

@@ -41,7 +41,8 @@ func conforms(t *testing.T, schemas map[string]any, schema map[string]any, v any
 	switch val := v.(type) {
 	case map[string]any:
 		props, _ := schema["properties"].(map[string]any)
-		if closed, _ := schema["additionalProperties"].(bool); !closed && schema["additionalProperties"] != nil || props == nil {
+		// Only a closed object (additionalProperties: false) lists every key.
+		if open, _ := schema["additionalProperties"].(bool); open || schema["additionalProperties"] == nil || props == nil {
 			return
 		}
 		keys := make([]string, 0, len(val))

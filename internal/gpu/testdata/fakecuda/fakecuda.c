@@ -1,77 +1,52 @@
 // fakecuda.c: a fake CUDA driver library for hubproxy's tests. It exports
 // the driver entry points internal/gpu loads (same names, same ABI) and
 // implements them with host memory, so the cgo path, dlopen included, runs
-// in CI without a GPU:
+// in CI without a GPU. It fails the way the real driver does:
 //
 //   - device memory is malloc'd regions behind fake device pointers that are
 //     never reused (a stale or double free is an error, not a silent hit);
+//     cuMemAlloc sub-allocates small requests from shared 2 MiB blocks, and
+//     an IPC handle opens the whole block, neighbours included (fakemem.c);
+//   - VMM memory (cuMemCreate) is reference counted: handle, mappings and
+//     consumers' imports, through real file descriptors that
+//     cuMemExportToShareableHandle makes; freed memory is scribbled over,
+//     so an importer that took no reference sees garbage (fakemem.c);
+//   - cuMemGetInfo counts the context's own overhead (fake_set_overhead);
 //   - each stream is a worker thread running its queue in order, so async
 //     copies really are asynchronous: they read the pinned source when they
 //     run, and an event completes only when the work before it has;
 //   - contexts are per-thread like the real ones: a call that needs one
 //     fails with CUDA_ERROR_INVALID_CONTEXT unless the calling thread bound
 //     a retained context with cuCtxSetCurrent;
+//   - an injected sticky code (700, 719, ECC, …) kills the calling thread's
+//     context: every later call in it fails the same way until
+//     cuDevicePrimaryCtxReset (or the last release) destroys it with
+//     everything in it;
 //   - misuse the real driver would tolerate or punish unpredictably is
 //     counted as a "violation": freeing memory with copies in flight,
 //     reading device memory while copies into it are queued, releasing a
-//     context that still owns objects.
+//     healthy context that still owns objects.
 //
 // Control functions for tests: fake_configure, fake_fail, fake_calls,
-// fake_live, fake_set_copy_delay, fake_ipc_read.
+// fake_live, fake_set_copy_delay, fake_set_novmm, fake_set_overhead, and
+// the consumer's fake_import_fd, fake_import_ipc, fake_import_read,
+// fake_import_size, fake_import_close (fakemem.c).
 //
 // Build: gcc -shared -fPIC -O2 -pthread -o libfakecuda.so fakecuda.c
+// (fakemem.c is included at the end: one file to compile, for every test
+// that builds the fake.)
 
-#include <pthread.h>
-#include <stdint.h>
+#include "fakecuda.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct { char reserved[64]; } CUipcMemHandle;
-
-enum {
-	SUCCESS = 0,
-	INVALID_VALUE = 1,
-	OUT_OF_MEMORY = 2,
-	NOT_INITIALIZED = 3,
-	NO_DEVICE = 100,
-	INVALID_DEVICE = 101,
-	INVALID_CONTEXT = 201,
-	INVALID_HANDLE = 400,
-};
-
-#define MAXDEV 8
-#define EXPORT __attribute__((visibility("default")))
-
-struct CUctx_st {
-	int dev;
-	int refs;
-};
-
-struct alloc {
-	CUdeviceptr ptr;
-	size_t n;
-	int dev;
-	unsigned char *mem;
-	unsigned long long id;
-	int inflight; // queued copies into it
-	struct alloc *next;
-};
-
-struct host {
-	unsigned char *p;
-	size_t n;
-	int inflight; // queued copies from it
-	struct host *next;
-};
-
 struct CUevent_st {
 	struct CUctx_st *ctx;
 	unsigned long long recorded, done;
+	struct CUevent_st *next;
 };
 
 enum { OP_COPY, OP_EVENT };
@@ -95,28 +70,24 @@ struct CUstream_st {
 	struct op *head, *tail;
 	int pending;
 	int stop;
+	struct CUstream_st *next;
 };
 
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; // any queued op completed
-static __thread struct CUctx_st *cur;
+pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; // any queued op completed
+__thread struct CUctx_st *cur;
 
 // Guarded by mu.
-static int initialized;
-static int ndev = 1;
-static unsigned long long total_mem = 1ull << 30;
-static unsigned long long used[MAXDEV];
-static struct CUctx_st ctxs[MAXDEV];
-static CUdeviceptr next_ptr[MAXDEV];
-static unsigned long long next_id = 1;
+int initialized, ndev = 1, novmm;
+unsigned long long total_mem = 1ull << 30, overhead, used[MAXDEV];
+struct CUctx_st ctxs[MAXDEV];
+struct alloc *allocs;
+struct host *hosts;
+long long live_alloc, live_host, violations;
+static long long live_stream, live_event;
 static int copy_delay_us;
-static struct alloc *allocs;
-static struct host *hosts;
-static long long live_alloc, live_host, live_stream, live_event, violations;
+static struct CUstream_st *streams;
+static struct CUevent_st *events;
 
 static struct counter {
 	const char *name;
@@ -124,12 +95,18 @@ static struct counter {
 } counters[] = {
 	{"cuInit", 0}, {"cuDeviceGetCount", 0}, {"cuDeviceGet", 0}, {"cuDeviceGetName", 0},
 	{"cuDeviceTotalMem_v2", 0}, {"cuDevicePrimaryCtxRetain", 0}, {"cuDevicePrimaryCtxRelease_v2", 0},
-	{"cuCtxSetCurrent", 0}, {"cuMemGetInfo_v2", 0}, {"cuMemAlloc_v2", 0}, {"cuMemFree_v2", 0},
-	{"cuMemHostAlloc", 0}, {"cuMemFreeHost", 0}, {"cuStreamCreate", 0}, {"cuStreamDestroy_v2", 0},
+	{"cuDevicePrimaryCtxReset_v2", 0}, {"cuCtxSetCurrent", 0}, {"cuCtxSynchronize", 0},
+	{"cuDeviceGetAttribute", 0}, {"cuDeviceGetPCIBusId", 0}, {"cuDeviceGetUuid_v2", 0},
+	{"cuMemGetInfo_v2", 0}, {"cuMemAlloc_v2", 0}, {"cuMemFree_v2", 0},
+	{"cuMemHostAlloc", 0}, {"cuMemFreeHost", 0}, {"cuMemHostRegister_v2", 0}, {"cuMemHostUnregister", 0},
+	{"cuStreamCreate", 0}, {"cuStreamDestroy_v2", 0},
 	{"cuStreamSynchronize", 0}, {"cuMemcpyHtoDAsync_v2", 0}, {"cuMemcpyHtoD_v2", 0}, {"cuMemcpyDtoH_v2", 0},
 	{"cuEventCreate", 0}, {"cuEventRecord", 0}, {"cuEventSynchronize", 0}, {"cuEventDestroy_v2", 0},
 	{"cuIpcGetMemHandle", 0}, {"cuGetErrorName", 0},
-	{"pageable_async", 0}, // cuMemcpyHtoDAsync_v2 from memory not from cuMemHostAlloc
+	{"cuMemGetAllocationGranularity", 0}, {"cuMemCreate", 0}, {"cuMemRelease", 0},
+	{"cuMemAddressReserve", 0}, {"cuMemAddressFree", 0}, {"cuMemMap", 0}, {"cuMemUnmap", 0},
+	{"cuMemSetAccess", 0}, {"cuMemExportToShareableHandle", 0},
+	{"pageable_async", 0}, // cuMemcpyHtoDAsync_v2 from memory not pinned by the driver
 	{NULL, 0},
 };
 
@@ -145,10 +122,24 @@ static struct counter *counter(const char *name) {
 	return NULL;
 }
 
-// enter counts a call and applies failure rules. Called with mu held.
-static CUresult enter(const char *name) {
+void bump(const char *name) {
 	struct counter *c = counter(name);
 	if (c) c->n++;
+}
+
+// sticky reports whether CUDA documents code as killing its context.
+static int sticky(int code) {
+	switch (code) {
+	case 214: case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719:
+		return 1;
+	}
+	return 0;
+}
+
+// enter counts a call and applies failure rules; a sticky failure kills
+// the calling thread's context. Called with mu held.
+CUresult enter(const char *name) {
+	bump(name);
 	if (!initialized && strcmp(name, "cuInit") != 0) return NOT_INITIALIZED;
 	for (int i = 0; i < nrules; i++) {
 		struct rule *r = &rules[i];
@@ -158,34 +149,19 @@ static CUresult enter(const char *name) {
 			continue;
 		}
 		if (r->count > 0) r->count--;
+		if (sticky(r->code) && cur != NULL && cur->refs > 0) cur->dead = r->code;
 		return r->code;
 	}
 	return SUCCESS;
 }
 
-#define BEGIN(name)                        \
-	pthread_mutex_lock(&mu);           \
-	CUresult rc_ = enter(name);        \
-	if (rc_ != SUCCESS) {              \
-		pthread_mutex_unlock(&mu); \
-		return rc_;                \
-	}
-#define RETURN(rc)                   \
-	do {                         \
-		CUresult r_ = (rc);  \
-		pthread_mutex_unlock(&mu); \
-		return r_;           \
-	} while (0)
-#define NEED_CTX() \
-	if (cur == NULL || cur->refs == 0) RETURN(INVALID_CONTEXT)
-
-static struct alloc *find_alloc(CUdeviceptr p, size_t n) {
+struct alloc *find_alloc(CUdeviceptr p, size_t n) {
 	for (struct alloc *a = allocs; a; a = a->next)
 		if (p >= a->ptr && p - a->ptr <= a->n && n <= a->n - (p - a->ptr)) return a;
 	return NULL;
 }
 
-static struct host *find_host(const void *p, size_t n) {
+struct host *find_host(const void *p, size_t n) {
 	const unsigned char *q = p;
 	for (struct host *h = hosts; h; h = h->next)
 		if (q >= h->p && (size_t)(q - h->p) <= h->n && n <= h->n - (size_t)(q - h->p)) return h;
@@ -231,6 +207,49 @@ static void *worker(void *arg) {
 	return NULL;
 }
 
+// stop_stream ends a stream's worker once its queue has run, and frees it.
+// Called with mu held; releases it while joining.
+static void stop_stream(struct CUstream_st *s) {
+	for (struct CUstream_st **pp = &streams; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	s->stop = 1;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&mu);
+	pthread_join(s->th, NULL);
+	pthread_mutex_lock(&mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+	live_stream--;
+}
+
+// destroy_ctx ends device dev's context and everything in it: streams (their
+// queues run out first), events, device memory, pinned buffers. Imported VMM
+// memory survives: the import is the consumer's own reference.
+static void destroy_ctx(int dev) {
+	struct CUctx_st *ctx = &ctxs[dev];
+	for (;;) {
+		struct CUstream_st *s = streams;
+		while (s && s->ctx != ctx) s = s->next;
+		if (s == NULL) break;
+		stop_stream(s);
+	}
+	for (struct CUevent_st **pp = &events; *pp;) {
+		struct CUevent_st *e = *pp;
+		if (e->ctx != ctx) {
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		free(e);
+		live_event--;
+	}
+	drain_allocs(dev);
+	ctx->dead = 0;
+}
+
 EXPORT CUresult cuInit(unsigned int flags) {
 	BEGIN("cuInit");
 	if (flags != 0) RETURN(INVALID_VALUE);
@@ -266,6 +285,28 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 	RETURN(SUCCESS);
 }
 
+// The fake's UUIDs and PCI bus ids: fakeCUDAUUID and fakeCUDAPCI in the tests.
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice dev) {
+	BEGIN("cuDeviceGetUuid_v2");
+	if (dev < 0 || dev >= ndev) RETURN(INVALID_DEVICE);
+	for (int i = 0; i < 16; i++) u->bytes[i] = (char)(i == 0 ? 0xc0 : i == 1 ? dev : i);
+	RETURN(SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGetPCIBusId(char *buf, int len, CUdevice dev) {
+	BEGIN("cuDeviceGetPCIBusId");
+	if (dev < 0 || dev >= ndev || len < 13) RETURN(INVALID_VALUE);
+	snprintf(buf, len, "0000:%02X:00.0", 0x3b + dev); // upper case, as the driver writes it
+	RETURN(SUCCESS);
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
+	BEGIN("cuDeviceGetAttribute");
+	if (dev < 0 || dev >= ndev) RETURN(INVALID_DEVICE);
+	*v = (attr == 102 || attr == 103) ? !novmm : 0;
+	RETURN(SUCCESS);
+}
+
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
 	BEGIN("cuDevicePrimaryCtxRetain");
 	if (dev < 0 || dev >= ndev) RETURN(INVALID_DEVICE);
@@ -280,11 +321,20 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 	if (dev < 0 || dev >= ndev) RETURN(INVALID_DEVICE);
 	if (ctxs[dev].refs == 0) RETURN(INVALID_CONTEXT);
 	if (--ctxs[dev].refs == 0) {
-		// The real driver destroys the context and everything in it;
-		// a caller relying on that has leaked.
-		for (struct alloc *a = allocs; a; a = a->next)
-			if (a->dev == dev) violations++;
+		// The real driver destroys the context and everything in it; a
+		// caller relying on that for a healthy context has leaked.
+		if (!ctxs[dev].dead)
+			for (struct alloc *a = allocs; a; a = a->next)
+				if (a->dev == dev) violations++;
+		destroy_ctx(dev);
 	}
+	RETURN(SUCCESS);
+}
+
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+	BEGIN("cuDevicePrimaryCtxReset_v2");
+	if (dev < 0 || dev >= ndev) RETURN(INVALID_DEVICE);
+	destroy_ctx(dev); // the retain count stays: reset does not release
 	RETURN(SUCCESS);
 }
 
@@ -295,109 +345,24 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 	RETURN(SUCCESS);
 }
 
+EXPORT CUresult cuCtxSynchronize(void) {
+	BEGIN("cuCtxSynchronize");
+	NEED_CTX();
+	for (;;) {
+		struct CUstream_st *s = streams;
+		while (s && (s->ctx != cur || s->pending == 0)) s = s->next;
+		if (s == NULL) break;
+		pthread_cond_wait(&done_cv, &mu);
+	}
+	RETURN(SUCCESS);
+}
+
 EXPORT CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total) {
 	BEGIN("cuMemGetInfo_v2");
 	NEED_CTX();
-	*freeb = total_mem - used[cur->dev];
+	unsigned long long u = used[cur->dev] + overhead;
+	*freeb = u >= total_mem ? 0 : total_mem - u;
 	*total = total_mem;
-	RETURN(SUCCESS);
-}
-
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
-	BEGIN("cuMemAlloc_v2");
-	NEED_CTX();
-	int dev = cur->dev;
-	if (n == 0) RETURN(INVALID_VALUE);
-	if (n > total_mem - used[dev]) RETURN(OUT_OF_MEMORY);
-	struct alloc *a = calloc(1, sizeof *a);
-	unsigned char *mem = malloc(n);
-	if (a == NULL || mem == NULL) {
-		free(a);
-		free(mem);
-		RETURN(OUT_OF_MEMORY);
-	}
-	memset(mem, 0xA5, n); // device memory starts as garbage
-	if (next_ptr[dev] == 0) next_ptr[dev] = (CUdeviceptr)(dev + 1) << 40;
-	a->ptr = next_ptr[dev];
-	next_ptr[dev] += (n + 511) & ~(size_t)511; // never reused
-	a->n = n;
-	a->dev = dev;
-	a->mem = mem;
-	a->id = next_id++;
-	a->next = allocs;
-	allocs = a;
-	used[dev] += n;
-	live_alloc++;
-	*p = a->ptr;
-	RETURN(SUCCESS);
-}
-
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-	BEGIN("cuMemFree_v2");
-	NEED_CTX();
-	struct alloc **pp = &allocs;
-	while (*pp && (*pp)->ptr != p) pp = &(*pp)->next;
-	if (*pp == NULL) {
-		violations++; // double or wild free
-		RETURN(INVALID_VALUE);
-	}
-	struct alloc *a = *pp;
-	if (a->dev != cur->dev) RETURN(INVALID_CONTEXT);
-	if (a->inflight > 0) {
-		violations++;
-		while (a->inflight > 0) pthread_cond_wait(&done_cv, &mu);
-	}
-	// Unlink again: the list may have changed while waiting.
-	for (pp = &allocs; *pp != a; pp = &(*pp)->next) {
-	}
-	*pp = a->next;
-	used[a->dev] -= a->n;
-	live_alloc--;
-	free(a->mem);
-	free(a);
-	RETURN(SUCCESS);
-}
-
-EXPORT CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags) {
-	BEGIN("cuMemHostAlloc");
-	NEED_CTX();
-	if (n == 0 || (flags & ~1u) != 0) RETURN(INVALID_VALUE);
-	struct host *h = calloc(1, sizeof *h);
-	unsigned char *mem = malloc(n);
-	if (h == NULL || mem == NULL) {
-		free(h);
-		free(mem);
-		RETURN(OUT_OF_MEMORY);
-	}
-	h->p = mem;
-	h->n = n;
-	h->next = hosts;
-	hosts = h;
-	live_host++;
-	*p = mem;
-	RETURN(SUCCESS);
-}
-
-EXPORT CUresult cuMemFreeHost(void *p) {
-	BEGIN("cuMemFreeHost");
-	NEED_CTX();
-	struct host **pp = &hosts;
-	while (*pp && (*pp)->p != p) pp = &(*pp)->next;
-	if (*pp == NULL) {
-		violations++;
-		RETURN(INVALID_VALUE);
-	}
-	struct host *h = *pp;
-	if (h->inflight > 0) {
-		violations++;
-		while (h->inflight > 0) pthread_cond_wait(&done_cv, &mu);
-	}
-	for (pp = &hosts; *pp != h; pp = &(*pp)->next) {
-	}
-	*pp = h->next;
-	live_host--;
-	free(h->p);
-	free(h);
 	RETURN(SUCCESS);
 }
 
@@ -413,6 +378,8 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags) {
 		free(s);
 		RETURN(OUT_OF_MEMORY);
 	}
+	s->next = streams;
+	streams = s;
 	live_stream++;
 	*ps = s;
 	RETURN(SUCCESS);
@@ -423,14 +390,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
 	NEED_CTX();
 	if (s == NULL || s->ctx != cur) RETURN(INVALID_HANDLE);
 	while (s->pending > 0) pthread_cond_wait(&done_cv, &mu);
-	s->stop = 1;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&mu);
-	pthread_join(s->th, NULL);
-	pthread_mutex_lock(&mu);
-	pthread_cond_destroy(&s->cv);
-	free(s);
-	live_stream--;
+	stop_stream(s);
 	RETURN(SUCCESS);
 }
 
@@ -448,8 +408,12 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 	if (s == NULL || s->ctx != cur) RETURN(INVALID_HANDLE);
 	struct alloc *a = find_alloc(dst, n);
 	if (a == NULL || a->dev != cur->dev || src == NULL) RETURN(INVALID_VALUE);
+	if (a->ph && !a->access) {
+		violations++; // a mapping nobody granted access to
+		RETURN(INVALID_VALUE);
+	}
 	struct host *h = find_host(src, n);
-	if (h == NULL) counter("pageable_async")->n++;
+	if (h == NULL) bump("pageable_async");
 	struct op *o = calloc(1, sizeof *o);
 	if (o == NULL) RETURN(OUT_OF_MEMORY);
 	o->kind = OP_COPY;
@@ -469,6 +433,10 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 	NEED_CTX();
 	struct alloc *a = find_alloc(dst, n);
 	if (a == NULL || a->dev != cur->dev || src == NULL) RETURN(INVALID_VALUE);
+	if (a->ph && !a->access) {
+		violations++;
+		RETURN(INVALID_VALUE);
+	}
 	memcpy(a->mem + (dst - a->ptr), src, n);
 	RETURN(SUCCESS);
 }
@@ -478,6 +446,10 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 	NEED_CTX();
 	struct alloc *a = find_alloc(src, n);
 	if (a == NULL || a->dev != cur->dev || dst == NULL) RETURN(INVALID_VALUE);
+	if (a->ph && !a->access) {
+		violations++;
+		RETURN(INVALID_VALUE);
+	}
 	if (a->inflight > 0) violations++; // reading what async copies are still writing
 	memcpy(dst, a->mem + (src - a->ptr), n);
 	RETURN(SUCCESS);
@@ -490,6 +462,8 @@ EXPORT CUresult cuEventCreate(CUevent *pe, unsigned int flags) {
 	struct CUevent_st *e = calloc(1, sizeof *e);
 	if (e == NULL) RETURN(OUT_OF_MEMORY);
 	e->ctx = cur;
+	e->next = events;
+	events = e;
 	live_event++;
 	*pe = e;
 	RETURN(SUCCESS);
@@ -525,24 +499,13 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e) {
 		violations++; // still queued: the worker would touch freed memory
 		while (e->done < e->recorded) pthread_cond_wait(&done_cv, &mu);
 	}
+	for (struct CUevent_st **pp = &events; *pp; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
 	free(e);
 	live_event--;
-	RETURN(SUCCESS);
-}
-
-// The fake handle: "FAKEIPC1", allocation id, device pointer, size, device.
-EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
-	BEGIN("cuIpcGetMemHandle");
-	NEED_CTX();
-	struct alloc *a = find_alloc(p, 0);
-	if (a == NULL || a->ptr != p) RETURN(INVALID_VALUE);
-	memset(h, 0, sizeof *h);
-	memcpy(h->reserved, "FAKEIPC1", 8);
-	memcpy(h->reserved + 8, &a->id, 8);
-	memcpy(h->reserved + 16, &a->ptr, 8);
-	unsigned long long n = a->n;
-	memcpy(h->reserved + 24, &n, 8);
-	memcpy(h->reserved + 32, &a->dev, 4);
 	RETURN(SUCCESS);
 }
 
@@ -558,15 +521,18 @@ static const struct {
 	{100, "CUDA_ERROR_NO_DEVICE"},
 	{101, "CUDA_ERROR_INVALID_DEVICE"},
 	{201, "CUDA_ERROR_INVALID_CONTEXT"},
+	{214, "CUDA_ERROR_ECC_UNCORRECTABLE"},
 	{400, "CUDA_ERROR_INVALID_HANDLE"},
 	{600, "CUDA_ERROR_NOT_READY"},
 	{700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+	{719, "CUDA_ERROR_LAUNCH_FAILED"},
+	{801, "CUDA_ERROR_NOT_SUPPORTED"},
 	{999, "CUDA_ERROR_UNKNOWN"},
 };
 
 EXPORT CUresult cuGetErrorName(CUresult code, const char **s) {
 	pthread_mutex_lock(&mu);
-	counter("cuGetErrorName")->n++;
+	bump("cuGetErrorName");
 	pthread_mutex_unlock(&mu);
 	for (size_t i = 0; i < sizeof error_names / sizeof error_names[0]; i++) {
 		if (error_names[i].code == code) {
@@ -584,6 +550,24 @@ EXPORT int fake_configure(int devices, unsigned long long total) {
 	pthread_mutex_lock(&mu);
 	if (devices >= 0 && devices <= MAXDEV) ndev = devices;
 	if (total > 0) total_mem = total;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+// fake_set_novmm makes the devices report no VMM support.
+EXPORT int fake_set_novmm(int on, unsigned long long unused) {
+	(void)unused;
+	pthread_mutex_lock(&mu);
+	novmm = on;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+// fake_set_overhead makes each retained context take n bytes of its device.
+EXPORT int fake_set_overhead(int unused, unsigned long long n) {
+	(void)unused;
+	pthread_mutex_lock(&mu);
+	overhead = n;
 	pthread_mutex_unlock(&mu);
 	return 0;
 }
@@ -613,18 +597,24 @@ EXPORT long long fake_calls(const char *name) {
 	return n;
 }
 
-// fake_live returns live objects of a kind, or -1 for an unknown kind.
+// fake_live returns live objects of a kind, or -1 for an unknown kind:
+// alloc (legacy allocations and VMM mappings), phys (VMM memory with a
+// handle, mapping or import), resv (VMM address reservations), fd (exported descriptors still open), host,
+// stream, event, ctx (references), dead (dead contexts), violations.
 EXPORT long long fake_live(const char *kind) {
 	long long n = -1;
 	pthread_mutex_lock(&mu);
 	if (strcmp(kind, "alloc") == 0) n = live_alloc;
+	else if (strcmp(kind, "phys") == 0) n = live_phys();
+	else if (strcmp(kind, "resv") == 0) n = live_resv();
+	else if (strcmp(kind, "fd") == 0) n = live_fds();
 	else if (strcmp(kind, "host") == 0) n = live_host;
 	else if (strcmp(kind, "stream") == 0) n = live_stream;
 	else if (strcmp(kind, "event") == 0) n = live_event;
 	else if (strcmp(kind, "violations") == 0) n = violations;
-	else if (strcmp(kind, "ctx") == 0) {
+	else if (strcmp(kind, "ctx") == 0 || strcmp(kind, "dead") == 0) {
 		n = 0;
-		for (int i = 0; i < MAXDEV; i++) n += ctxs[i].refs;
+		for (int i = 0; i < MAXDEV; i++) n += kind[0] == 'c' ? ctxs[i].refs : ctxs[i].dead != 0;
 	}
 	pthread_mutex_unlock(&mu);
 	return n;
@@ -639,24 +629,4 @@ EXPORT int fake_set_copy_delay(int us, unsigned long long unused) {
 	return 0;
 }
 
-// fake_ipc_read reads n bytes at off from the allocation an IPC handle
-// names, as a consumer that imported it would: 0 on success, -1 for a handle
-// naming no live allocation, -2 for a range outside it.
-EXPORT int fake_ipc_read(const void *handle, unsigned long long off, void *dst, unsigned long long n) {
-	const unsigned char *h = handle;
-	unsigned long long id;
-	if (memcmp(h, "FAKEIPC1", 8) != 0) return -1;
-	memcpy(&id, h + 8, 8);
-	pthread_mutex_lock(&mu);
-	struct alloc *a = allocs;
-	while (a && a->id != id) a = a->next;
-	int rc = 0;
-	if (a == NULL) rc = -1;
-	else if (off > a->n || n > a->n - off) rc = -2;
-	else {
-		if (a->inflight > 0) violations++;
-		memcpy(dst, a->mem + off, n);
-	}
-	pthread_mutex_unlock(&mu);
-	return rc;
-}
+#include "fakemem.c"
