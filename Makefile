@@ -33,10 +33,27 @@ run: build
 demo: build
 	./$(BIN) demo
 
+# MinIO, the real S3 server the shared-store tests run against: built from
+# the Go module proxy into .tools/ (git-ignored, cached by version; about two
+# minutes on 2 cores), never a dependency in go.mod. The version must match
+# internal/sharedstore/miniotest.Version (a test checks).
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO := .tools/minio-$(MINIO_VERSION)/minio
+
+.PHONY: minio
+minio: $(MINIO)
+
+$(MINIO):
+	@echo "building MinIO $(MINIO_VERSION) for the shared-store tests (once per version)"
+	rm -rf $(@D).tmp
+	GOBIN=$(CURDIR)/$(@D).tmp CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+	rm -rf $(@D) && mv $(@D).tmp $(@D)
+
 # test is what CI runs (.ci/run): static checks, the npm client for the
-# end-to-end test, then every Go test with -race.
-test: lint e2e-deps
-	$(GO) test $(TEST_FLAGS) ./...
+# end-to-end test, MinIO for the shared-store tests, then every Go test with
+# -race.
+test: lint e2e-deps minio
+	HUBPROXY_MINIO=$(CURDIR)/$(MINIO) $(GO) test $(TEST_FLAGS) ./...
 	# The cgo CUDA copier against a fake driver built from C in the test.
 	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
 	$(GO) test $(TEST_FLAGS) -tags cuda -run GPUBench ./cmd/hubproxy/

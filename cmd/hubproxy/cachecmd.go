@@ -30,7 +30,7 @@ config file); no server needs to run. ls and du only read. verify --fix and prun
 delete files: a running server keeps serving correctly (it refetches what vanished),
 but partials it is filling may fail once, so prefer a quiet cache.`,
 	}
-	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd())
+	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd(), newCacheStoreCmd())
 	return cmd
 }
 

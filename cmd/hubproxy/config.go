@@ -75,6 +75,8 @@ var keyHelp = map[string]string{
 	"chunk-size":                "largest single upstream range request",
 	"read-ahead":                "chunks in flight ahead of a sequential reader at first (then adapts, up to its share of upstream-parallelism)",
 	"upstream-parallelism":      "concurrent upstream range requests, across all files",
+	"shared-store":              "object store the cluster's nodes share chunks through, each fetched upstream once: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&use_path_style=true] or file:///DIR; empty: none",
+	"shared-store-lease":        "a chunk claim its node stops renewing for this long is taken over by another node",
 	"revision-ttl":              "how long a branch or tag stays mapped to a commit",
 	"access-ttl":                "how long a token's access decision from upstream is reused (revocation delay)",
 	"public-ttl":                "how long upstream's word that a repo or file is public is trusted while upstream is unavailable",

@@ -31,6 +31,8 @@ import (
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/server"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
+	"github.com/hubproxy/hubproxy/internal/sharedstore"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
@@ -84,6 +86,14 @@ type Config struct {
 	GPULeaseTTL          time.Duration `mapstructure:"gpu-lease-ttl"`
 	GPUDeviceBudgetBytes int64         `mapstructure:"gpu-device-budget-bytes"`
 
+	// The cluster's shared tier (internal/sharedfill). SharedStore, when
+	// set, is the object store (s3://, file://) the nodes share chunks
+	// through, so each is fetched from upstream once per cluster;
+	// SharedStoreLease is how long a node's claim on a chunk may go
+	// unrenewed before another node takes the chunk over.
+	SharedStore      string        `mapstructure:"shared-store"`
+	SharedStoreLease time.Duration `mapstructure:"shared-store-lease"`
+
 	// Transport overrides the upstream HTTP transport (tests).
 	Transport http.RoundTripper `mapstructure:"-"`
 	// Stager overrides the GPU copier (tests).
@@ -111,6 +121,7 @@ func Defaults() Config {
 		ChunkSize:        8 << 20,
 		ReadAhead:        4,
 		UpstreamConns:    16,
+		SharedStoreLease: sharedfill.DefaultLease,
 		RevisionTTL:      30 * time.Second,
 		AccessTTL:        time.Minute,
 		PublicTTL:        24 * time.Hour,
@@ -151,6 +162,14 @@ func (c Config) Validate() error {
 	}
 	if c.BlockSize > 0 && c.ChunkSize > 0 && c.ChunkSize < c.BlockSize {
 		return fmt.Errorf("chunk-size (%d) must be at least block-size (%d)", c.ChunkSize, c.BlockSize)
+	}
+	if c.SharedStore != "" {
+		if c.Offline {
+			return errors.New("shared-store: not with offline, which never fetches anything to share")
+		}
+		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
+			return fmt.Errorf("shared-store: %w", err)
+		}
 	}
 	return nil
 }
@@ -226,6 +245,14 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if !cfg.Offline { // offline, the upstream is neither up nor down: it is not used
 		metrics.RegisterUpstream(reg, func() bool { return client.Health().Up })
 	}
+	shared, err := openShared(cfg, reg, log)
+	if err != nil {
+		cleanup.run()
+		return nil, err
+	}
+	if shared != nil {
+		cleanup.push(shared.Close)
+	}
 	store, err := cache.Open(cache.Options{
 		Dir:          cfg.CacheDir,
 		MaxBytes:     cfg.CacheMaxBytes,
@@ -236,7 +263,10 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		MaxFills:     cfg.UpstreamConns,
 		FillTimeout:  cfg.FillTimeout,
 		OnFillError:  func(err error) { m.ObserveFillError(fillErrorReason(err)) },
-		Logger:       log.With("component", "cache"),
+		// A file that failed verification may have come from the
+		// shared store: drop the store's copy, so it is fetched anew.
+		OnVerifyFailed: shared.forget,
+		Logger:         log.With("component", "cache"),
 	})
 	if err != nil {
 		cleanup.run()
@@ -271,7 +301,8 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 			log.Error("cache cannot store this file; serving it straight from upstream",
 				"component", "repofs", "repo", repo.String(), "path", path, "err", err)
 		},
-		Logger: log.With("component", "repofs"),
+		Sharing: shared.sharing(),
+		Logger:  log.With("component", "repofs"),
 	})
 	tensors := tensor.New(tensorFiles{files}, tensor.Options{
 		HeaderCacheBytes: cfg.HeaderCacheBytes,
@@ -293,7 +324,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Logger:         log.With("component", "server"),
 		Metrics:        m,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:          newReadiness(cfg.CacheDir, cfg.Offline, client).check,
+		Ready:          newReadiness(cfg.CacheDir, cfg.Offline, client, shared.health()).check,
 	})
 	stager := cfg.Stager
 	if stager == nil {

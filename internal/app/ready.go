@@ -21,13 +21,20 @@ import (
 // When nothing has gone upstream for a while, a probe asks (at most once per
 // readyProbeEvery), so the state, and hubproxy_upstream_up, stay current on an
 // idle proxy without turning kubelet probes into load on the hub.
+//
+// The shared store, when there is one, is reported the same way and for the
+// same reason never makes the proxy unready: without it a node serves from
+// upstream. A store found down is probed again in the background (at most
+// once per storeProbeEvery), so a node with no traffic sees it come back.
 type readiness struct {
 	dir     string
 	offline bool
 	up      upstreamHealth
+	store   storeHealth // nil without shared-store
 
-	mu     sync.Mutex
-	probed time.Time // guarded by mu
+	mu          sync.Mutex
+	probed      time.Time // guarded by mu
+	storeProbed time.Time // guarded by mu
 }
 
 // upstreamHealth is what readiness needs of the upstream client.
@@ -41,8 +48,10 @@ const (
 	readyProbeTimeout = 10 * time.Second
 )
 
-func newReadiness(dir string, offline bool, up upstreamHealth) *readiness {
-	return &readiness{dir: dir, offline: offline, up: up}
+const storeProbeEvery = 5 * time.Second
+
+func newReadiness(dir string, offline bool, up upstreamHealth, store storeHealth) *readiness {
+	return &readiness{dir: dir, offline: offline, up: up, store: store}
 }
 
 func (r *readiness) check(ctx context.Context) server.Readiness {
@@ -54,6 +63,7 @@ func (r *readiness) check(ctx context.Context) server.Readiness {
 		f.Close()
 		os.Remove(f.Name())
 	}
+	r.checkStore(&rd)
 	if r.offline {
 		return rd
 	}
@@ -97,5 +107,33 @@ func (r *readiness) maybeProbe(ctx context.Context) {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// checkStore reports the shared store's state, and probes it in the
+// background while it is down.
+func (r *readiness) checkStore(rd *server.Readiness) {
+	if r.store == nil {
+		return
+	}
+	h := r.store.Health()
+	if h.Up {
+		rd.Store = "up"
+		return
+	}
+	since := h.Since.UTC()
+	rd.Store, rd.StoreDownSince, rd.StoreReason = "down", &since, h.Reason
+	r.mu.Lock()
+	due := time.Since(r.storeProbed) >= storeProbeEvery
+	if due {
+		r.storeProbed = time.Now()
+	}
+	r.mu.Unlock()
+	if due {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), readyProbeTimeout)
+			defer cancel()
+			_ = r.store.Probe(ctx) // the outcome lands in Health
+		}()
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // Options configures a Store. Zero values select the documented defaults.
@@ -25,6 +27,10 @@ type Options struct {
 	// OnFillError, when set, is told each fill that ended early with an
 	// error (not a cancellation), so metrics can say why fills fail.
 	OnFillError func(err error)
+	// OnVerifyFailed, when set, is told each file whose bytes, all present,
+	// did not hash to its etag (the partial is deleted): whoever supplied
+	// them (a shared store) can drop its copy. It must not block.
+	OnVerifyFailed func(repo hub.Repo, etag string)
 }
 
 // The defaults for zero-valued Options fields.

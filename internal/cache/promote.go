@@ -51,6 +51,9 @@ func (s *Store) promote(it *item) {
 	if err == nil && got != it.key.etag {
 		s.stats.verifyFailures.Add(1)
 		err = &VerifyError{ETag: it.key.etag, Got: got}
+		if s.opts.OnVerifyFailed != nil {
+			s.opts.OnVerifyFailed(it.key.repo, it.key.etag)
+		}
 	}
 	if err == nil {
 		err = s.commitBlob(it, file)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
@@ -29,17 +31,48 @@ type origin struct {
 
 	mu  sync.Mutex
 	url string // current download URL; guarded by mu
+
+	// refused is set once upstream refused this caller's fetch (File uses
+	// it to tell its own refusal from another caller's; see
+	// File.othersRefusal).
+	refused atomic.Bool
 }
 
 var _ cache.Origin = (*origin)(nil)
 
-func (o *origin) FetchRange(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+// Sharing makes a file's fills shared with other nodes: the origin it
+// returns reads what another node already fetched from a shared store, and
+// fetches the rest through up once for the cluster. It is given only files
+// whose access upstream has decided for this caller (Open resolved them
+// first), and keys what it shares by etag, a content hash, so sharing never
+// widens who may read what.
+type Sharing interface {
+	Wrap(etag string, size int64, up cache.Origin) cache.Origin
+}
+
+// fillOrigin is what the cache fills o's file from: o itself, or o shared
+// through the cluster's store. Reads that bypass the cache (stream.go,
+// ranges.go) keep using o directly: they are the fallback when the cache,
+// and so sharing, cannot help.
+func (fs *FS) fillOrigin(o *origin) cache.Origin {
+	if fs.opts.Sharing == nil {
+		return o
+	}
+	return fs.opts.Sharing.Wrap(o.etag, o.size, o)
+}
+
+func (o *origin) FetchRange(ctx context.Context, off, n int64) (body io.ReadCloser, err error) {
+	defer func() {
+		if isRefusal(err) {
+			o.refused.Store(true)
+		}
+	}()
 	url, err := o.downloadURL(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	want := fetch.Want{Size: o.size, ETag: o.etag}
-	body, err := o.fs.up.GetRange(ctx, url, o.auth, want, off, n)
+	body, err = o.fs.up.GetRange(ctx, url, o.auth, want, off, n)
 	if err == nil || !errors.Is(err, fetch.ErrExpired) {
 		return body, err
 	}
@@ -79,4 +112,15 @@ func (o *origin) downloadURL(ctx context.Context, refresh bool) (string, error) 
 	o.url = m.DownloadURL
 	o.mu.Unlock()
 	return m.DownloadURL, nil
+}
+
+// isRefusal reports whether err is upstream refusing the caller the repo:
+// an answer about the credential, not about the bytes.
+func isRefusal(err error) bool {
+	var se *fetch.StatusError
+	if err == nil || !errors.As(err, &se) {
+		return false
+	}
+	return se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden ||
+		se.Code == http.StatusNotFound && (se.ErrorCode == "RepoNotFound" || se.ErrorCode == "GatedRepo")
 }

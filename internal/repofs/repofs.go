@@ -51,7 +51,10 @@ type Options struct {
 	// OnBypass, when set, is told once per opened file that the cache could
 	// not store its bytes and reads now stream from upstream.
 	OnBypass func(ctx context.Context, repo hub.Repo, path string, err error)
-	Logger   *slog.Logger
+	// Sharing, when set, shares the cache's fills with other nodes
+	// (origin.go, internal/sharedfill).
+	Sharing Sharing
+	Logger  *slog.Logger
 }
 
 // FS opens repo files. It is safe for concurrent use.
@@ -105,7 +108,7 @@ func (fs *FS) Open(ctx context.Context, auth string, repo hub.Repo, rev, path st
 		f.bypassing.Store(true)
 		return f, nil
 	}
-	h, err := fs.store.Open(ctx, cache.File{Repo: repo, Commit: m.Commit, Path: path, ETag: m.ETag, Size: m.Size}, f.origin)
+	h, err := fs.store.Open(ctx, cache.File{Repo: repo, Commit: m.Commit, Path: path, ETag: m.ETag, Size: m.Size}, fs.fillOrigin(f.origin))
 	if err != nil {
 		return nil, fmt.Errorf("opening %s in the cache: %w", path, err)
 	}

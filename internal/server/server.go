@@ -333,6 +333,12 @@ type Readiness struct {
 	Upstream          string     `json:"upstream"` // "up", "down" or "offline"
 	UpstreamDownSince *time.Time `json:"upstream_down_since,omitempty"`
 	UpstreamReason    string     `json:"upstream_reason,omitempty"`
+	// Store is the shared store's state ("up" or "down"), absent without
+	// one; a node serves from upstream while it is down, so it never
+	// makes the proxy unready either.
+	Store          string     `json:"store,omitempty"`
+	StoreDownSince *time.Time `json:"store_down_since,omitempty"`
+	StoreReason    string     `json:"store_reason,omitempty"`
 }
 
 // serveReady answers /readyz: 200 when the cache is writable, 503 otherwise,

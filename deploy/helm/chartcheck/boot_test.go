@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 )
 
 // The repo every booted hubproxy serves a file of, from the fake hub or, in
@@ -64,7 +65,7 @@ func TestChartBoots(t *testing.T) {
 				configMaps: map[string]map[string]string{},
 				claims: map[string]func(*testing.T, string){"models": func(t *testing.T, dir string) {
 					writeFile(t, filepath.Join(dir, bootRepo, bootFile), bootData)
-				}},
+				}, "hubproxy-shared": func(*testing.T, string) {}}, // an empty RWX volume
 			}
 			port := freePort(t)
 			flags := []string{"--set", fmt.Sprintf("config.listen=:%d", port)}
@@ -81,6 +82,14 @@ func TestChartBoots(t *testing.T) {
 			default:
 				flags = append(flags, "--set", "config.upstream="+hub.URL)
 			}
+			if strings.HasPrefix(values.sharedStore, "s3://") {
+				// The scenario's bucket, on a real S3 server here, with
+				// the server's keys in the Secret the scenario names.
+				m := miniotest.Start(t)
+				flags = append(flags, "--set-string", "config.shared-store="+m.URL("boot"))
+				cluster.secrets[values.storeSecret] = map[string][]byte{
+					"AWS_ACCESS_KEY_ID": []byte(miniotest.AccessKey), "AWS_SECRET_ACCESS_KEY": []byte(miniotest.SecretKey)}
+			}
 			objs := renderWith(t, flags...)
 			bootHubproxy(t, img, objs, cluster)
 		})
@@ -91,6 +100,9 @@ func TestChartBoots(t *testing.T) {
 type scenarioBoot struct {
 	upstream string
 	caBundle *struct{ ConfigMap, Key string }
+	// sharedStore is config.shared-store, and storeSecret the Secret of
+	// its keys.
+	sharedStore, storeSecret string
 }
 
 func scenarioValues(t *testing.T, sc scenario) scenarioBoot {
@@ -101,6 +113,11 @@ func scenarioValues(t *testing.T, sc scenario) scenarioBoot {
 			ConfigMap string `json:"configMap"`
 			Key       string `json:"key"`
 		} `json:"caBundle"`
+		SharedStore struct {
+			Credentials struct {
+				ExistingSecret string `json:"existingSecret"`
+			} `json:"credentials"`
+		} `json:"sharedStore"`
 	}
 	if sc.valuesFile != "" {
 		b, err := os.ReadFile(sc.valuesFile)
@@ -113,6 +130,8 @@ func scenarioValues(t *testing.T, sc scenario) scenarioBoot {
 	}
 	out := scenarioBoot{}
 	out.upstream, _ = v.Config["upstream"].(string)
+	out.sharedStore, _ = v.Config["shared-store"].(string)
+	out.storeSecret = v.SharedStore.Credentials.ExistingSecret
 	if v.CABundle.ConfigMap != "" {
 		out.caBundle = &struct{ ConfigMap, Key string }{v.CABundle.ConfigMap, v.CABundle.Key}
 	}

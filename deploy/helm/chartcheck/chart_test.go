@@ -23,6 +23,10 @@ type expectation struct {
 	caBundle string // ConfigMap or Secret holding the CA bundle; "" = none
 	// upstreamDir: a dir: upstream, whose directory must be a volume.
 	upstreamDir bool
+	// The shared store: its URL's scheme ("" = none), the Secret its keys
+	// come from ("" = none: a pod role), and for file:// the claim mounted
+	// at its directory.
+	storeScheme, storeSecret, storeClaim string
 
 	sidecar  bool     // mode: sidecar
 	kind     string   // kind of the sidecar's workload; "" = Deployment
@@ -68,6 +72,18 @@ func expectations() map[string]expectation {
 			cachePVC:    "hubproxy-cache",
 			upstream:    "dir:/models",
 			upstreamDir: true,
+		},
+		"cluster-file": {
+			kinds:       standaloneKinds(map[string]int{"PodDisruptionBudget": 1}),
+			replicas:    2,
+			storeScheme: "file",
+			storeClaim:  "hubproxy-shared",
+		},
+		examplePrefix + "cluster-s3": {
+			kinds:       standaloneKinds(map[string]int{"PodDisruptionBudget": 1}),
+			replicas:    3,
+			storeScheme: "s3",
+			storeSecret: "hubproxy-s3",
 		},
 		"sidecar": {
 			kinds:    map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Secret": 1, "Deployment": 1, "PodDisruptionBudget": 1, "PodMonitor": 1, "NetworkPolicy": 1},
@@ -131,6 +147,7 @@ func TestChart(t *testing.T) {
 				t.Errorf("replicas = %v, want %d", got, exp.replicas)
 			}
 			checkHubproxyPod(t, objs, w, cfg, exp)
+			checkSharedStore(t, w, cfg, exp)
 			checkDisruptionBudget(t, objs, w)
 			checkMonitors(t, objs, w)
 			for _, np := range ofType[networkPolicy](objs) {

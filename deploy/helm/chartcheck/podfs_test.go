@@ -22,13 +22,14 @@ type podRoot struct{ dir string }
 func (r podRoot) host(p string) string { return filepath.Join(r.dir, filepath.FromSlash(p)) }
 
 // relocate rewrites the container paths in one value: "/abs", "unix:///abs",
-// "dir:/abs", "--flag=" followed by one of those, or a ':'-separated list of
-// absolute paths (PATH). Anything else (URLs, names) is left alone.
+// "dir:/abs", "file:///abs", "--flag=" followed by one of those, or a
+// ':'-separated list of absolute paths (PATH). Anything else (URLs, names) is
+// left alone.
 func (r podRoot) relocate(s string) string {
 	if k, v, ok := strings.Cut(s, "="); ok && strings.HasPrefix(k, "--") {
 		return k + "=" + r.relocate(v)
 	}
-	for _, scheme := range []string{"unix://", "dir:"} {
+	for _, scheme := range []string{"unix://", "dir:", "file://"} {
 		if rest, ok := strings.CutPrefix(s, scheme); ok && strings.HasPrefix(rest, "/") {
 			return scheme + r.host(rest)
 		}

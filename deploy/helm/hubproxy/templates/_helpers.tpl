@@ -90,6 +90,12 @@ spends GPU memory and deletes cache data.
 {{- if hasPrefix "dir:" $up }}{{ trimPrefix "dir:" $up }}{{ end }}
 {{- end }}
 
+{{/* The directory of a file:/// shared store, or "". */}}
+{{- define "hubproxy.sharedStoreDir" -}}
+{{- $store := toString (index .Values.config "shared-store" | default "") }}
+{{- if hasPrefix "file://" $store }}{{ trimSuffix "/" (trimPrefix "file://" $store) | default "/" }}{{ end }}
+{{- end }}
+
 {{/* Where the CA bundle is mounted; SSL_CERT_FILE names the file in it. */}}
 {{- define "hubproxy.caBundleDir" -}}/etc/hubproxy-ca{{- end }}
 
@@ -146,6 +152,22 @@ what to change.
 {{- else if $v.upstreamDir.volume }}
 {{- fail (printf "upstreamDir.volume is set but config.upstream is %q; air-gapped mode needs config.upstream: dir:<path>" (index $v.config "upstream")) }}
 {{- end }}
+{{- $storeDir := include "hubproxy.sharedStoreDir" . }}
+{{- if $storeDir }}
+{{- $covered := not (empty $v.sharedStore.volume) }}
+{{- range $v.extraVolumeMounts }}
+{{- $m := trimSuffix "/" .mountPath }}
+{{- if or (eq $m $storeDir) (hasPrefix (printf "%s/" $m) $storeDir) }}{{ $covered = true }}{{ end }}
+{{- end }}
+{{- if not $covered }}
+{{- fail (printf "config.shared-store %q: no volume provides %s; set sharedStore.volume to a ReadWriteMany volume, e.g. {persistentVolumeClaim: {claimName: hubproxy-shared}}, or mount one there with extraVolumes/extraVolumeMounts" (index $v.config "shared-store") $storeDir) }}
+{{- end }}
+{{- else if $v.sharedStore.volume }}
+{{- fail (printf "sharedStore.volume is set but config.shared-store is %q; a volume store needs config.shared-store: file:///<dir>" (index $v.config "shared-store" | default "")) }}
+{{- end }}
+{{- if and $v.sharedStore.credentials.existingSecret (not (hasPrefix "s3://" (toString (index $v.config "shared-store" | default "")))) }}
+{{- fail "sharedStore.credentials.existingSecret is set but config.shared-store is not an s3:// URL" }}
+{{- end }}
 {{- if and $v.serviceMonitor.enabled (eq $v.mode "sidecar") }}
 {{- fail "serviceMonitor: sidecar pods have no Service; use podMonitor.enabled=true" }}
 {{- end }}
@@ -167,6 +189,8 @@ CMD, so they start with the subcommand.
 {{- $socketDir := include "hubproxy.adminSocketDir" $root -}}
 {{- $upstreamDir := include "hubproxy.upstreamDir" $root -}}
 {{- $caSource := or $v.caBundle.configMap $v.caBundle.secret -}}
+{{- $storeDir := include "hubproxy.sharedStoreDir" $root -}}
+{{- $storeCreds := $v.sharedStore.credentials -}}
 - name: hubproxy
   image: {{ .image | quote }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
@@ -194,6 +218,18 @@ CMD, so they start with the subcommand.
         secretKeyRef:
           name: {{ include "hubproxy.tokenSecretName" $root }}
           key: {{ $v.upstreamToken.existingSecretKey }}
+    {{- end }}
+    {{- if $storeCreds.existingSecret }}
+    - name: AWS_ACCESS_KEY_ID
+      valueFrom:
+        secretKeyRef:
+          name: {{ $storeCreds.existingSecret }}
+          key: {{ $storeCreds.accessKeyIdKey }}
+    - name: AWS_SECRET_ACCESS_KEY
+      valueFrom:
+        secretKeyRef:
+          name: {{ $storeCreds.existingSecret }}
+          key: {{ $storeCreds.secretAccessKeyKey }}
     {{- end }}
     {{- if $caSource }}
     - name: SSL_CERT_FILE
@@ -253,6 +289,10 @@ CMD, so they start with the subcommand.
       mountPath: {{ $upstreamDir }}
       readOnly: true
     {{- end }}
+    {{- if and $storeDir $v.sharedStore.volume }}
+    - name: shared-store
+      mountPath: {{ $storeDir }}
+    {{- end }}
     {{- with $v.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -290,6 +330,10 @@ CMD, so they start with the subcommand.
 {{- if and (include "hubproxy.upstreamDir" .) $v.upstreamDir.volume }}
 - name: upstream-dir
   {{- toYaml $v.upstreamDir.volume | nindent 2 }}
+{{- end }}
+{{- if and (include "hubproxy.sharedStoreDir" .) $v.sharedStore.volume }}
+- name: shared-store
+  {{- toYaml $v.sharedStore.volume | nindent 2 }}
 {{- end }}
 {{- with $v.extraVolumes }}
 {{ toYaml . }}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
+)
+
+// TestClusterOwnerKilledMidChunk runs real hubproxy processes on one MinIO
+// store: node A starts fetching a file's chunks for the cluster and is killed
+// with SIGKILL mid-chunk, leaving its claims behind, unreleased. Node B,
+// reading the same file, must take the chunks over once A's claims go
+// unrenewed for the lease, and serve the file whole and right.
+func TestClusterOwnerKilledMidChunk(t *testing.T) {
+	bin := buildBinary(t)
+	m := miniotest.Start(t)
+	// Slow enough per connection that A is mid-chunk when killed.
+	h := hubtest.NewT(t, hubtest.Options{BandwidthPerConn: 256 << 10})
+	data := hubtest.RandomBytes(7, 6<<20)
+	want := sha256.Sum256(data)
+	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/kill", Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
+	args := []string{"--upstream", h.URL, "--chunk-size", "1MiB", "--cache-min-free-bytes", "0",
+		"--shared-store", m.URL("kill"), "--shared-store-lease", "1s", "--admin-listen", ""}
+	url := "/org/kill/resolve/main/w.safetensors"
+
+	addrA, a := startNode(t, bin, m.Env(), args)
+	resp, err := http.Get("http://" + addrA + url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// A has claimed chunks and is fetching them.
+	claims := func() int {
+		out, err := m.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{
+			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/v1/claims/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Contents)
+	}
+	waitFor(t, func() bool { return claims() > 0 })
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	if n := claims(); n == 0 {
+		t.Fatal("A's claims vanished with it; the test needs them left behind")
+	}
+
+	h.SetFaults(hubtest.Faults{BandwidthPerConn: 32 << 20})
+	addrB, b := startNode(t, bin, m.Env(), args)
+	defer func() { b.Process.Signal(syscall.SIGKILL); b.Wait() }()
+	start := time.Now()
+	got, err := httpGet("http://" + addrB + url)
+	if err != nil || sha256.Sum256(got) != want {
+		t.Fatalf("node B: %v, %d bytes, sha ok %v", err, len(got), sha256.Sum256(got) == want)
+	}
+	taken := scrape(t, "http://"+addrB+"/metrics", `hubproxy_store_claims_total{result="taken_over"}`)
+	t.Logf("node B served the file in %v, taking over %v chunks from the killed node", time.Since(start).Round(time.Millisecond), taken)
+	if taken < 1 {
+		t.Errorf("node B took no chunk over (claims_total{taken_over} = %v)", taken)
+	}
+	if n := claims(); n != 0 {
+		t.Errorf("%d claims left in the store after B finished", n)
+	}
+}
+
+// startNode runs `hubproxy serve` on a loopback port with a fresh cache
+// directory, args and extra environment, and returns its address.
+func startNode(t *testing.T, bin string, env, args []string) (string, *exec.Cmd) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--cache-dir", t.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := servingRE.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "serving") {
+			go io.Copy(io.Discard, stderr)
+			return m[1], cmd
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("hubproxy did not start:\n%s", strings.Join(lines, "\n"))
+	return "", nil
+}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// scrape returns the value of the sample line that starts with series.
+func scrape(t *testing.T, url, series string) float64 {
+	t.Helper()
+	b, err := httpGet(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s: no %s", url, series)
+	return 0
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// TestCacheStoreCommands fills a file:// store through a real server, then
+// lists, measures and prunes it with `hubproxy cache store`.
+func TestCacheStoreCommands(t *testing.T) {
+	h := hubtest.NewT(t, hubtest.Options{})
+	data := hubtest.RandomBytes(9, 3<<20+5)
+	sum := sha256.Sum256(data)
+	etag := hex.EncodeToString(sum[:])
+	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/st", Files: []hubtest.File{{Path: "w.bin", Data: data}}})
+	store := "file://" + t.TempDir()
+	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: t.TempDir(), SharedStore: store, ChunkSize: 1 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	got, err := httpGet(srv.URL + "/org/st/resolve/main/w.bin")
+	srv.Close()
+	cleanup() // waits for the chunks' puts
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("GET: %v", err)
+	}
+
+	out, err := runCmd(t, "cache", "store", "ls", "--shared-store", store)
+	if err != nil || !regexp.MustCompile(etag+`\s+4\s+3\.00 MiB`).MatchString(out) {
+		t.Fatalf("store ls: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "cache", "store", "du", "--shared-store", store, "--bytes")
+	if err != nil || !strings.Contains(out, "3145733 in 4 chunks of 1 file") || !strings.Contains(out, "0 claims") {
+		t.Fatalf("store du: %v\n%s", err, out)
+	}
+	if _, err := runCmd(t, "cache", "store", "prune", "--shared-store", store); err == nil {
+		t.Error("prune with no limit ran")
+	}
+	out, err = runCmd(t, "cache", "store", "prune", "--shared-store", store, "--max-bytes", "1MiB", "--dry-run")
+	if err != nil || !strings.Contains(out, "would remove "+etag) {
+		t.Fatalf("prune --dry-run: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "cache", "store", "prune", "--shared-store", store, "--older-than", "0s", "--max-bytes", "1MiB")
+	if err != nil || !strings.Contains(out, "removed 1 file") {
+		t.Fatalf("prune: %v\n%s", err, out)
+	}
+	out, _ = runCmd(t, "cache", "store", "du", "--shared-store", store, "--bytes")
+	if !strings.Contains(out, "0 in 0 chunks of 0 files") {
+		t.Fatalf("after prune: %s", out)
+	}
+	if _, err := runCmd(t, "cache", "store", "ls"); err == nil || !strings.Contains(err.Error(), "no shared store") {
+		t.Errorf("ls without a store: %v", err)
+	}
+	if _, err := runCmd(t, "cache", "store", "ls", "--shared-store", "gs://x"); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("ls of a gs:// store: %v", err)
+	}
+}

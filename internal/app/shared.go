@@ -1,0 +1,121 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/metrics"
+	"github.com/hubproxy/hubproxy/internal/repofs"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
+	"github.com/hubproxy/hubproxy/internal/sharedstore"
+)
+
+// shared is the cluster tier: the shared store and the sharing of fills
+// through it. A nil *shared (no shared-store) gives nil hooks.
+type shared struct {
+	sharer *sharedfill.Sharer
+}
+
+// sharedOpenTimeout bounds checking the store at start.
+const sharedOpenTimeout = 30 * time.Second
+
+// openShared opens cfg.SharedStore, if set. A store that cannot work as
+// configured (a malformed URL, no such bucket or directory, refused
+// credentials, no conditional create) stops the start with an error naming
+// it; one that is merely not answering is logged, and this node serves from
+// upstream until it answers.
+func openShared(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*shared, error) {
+	if cfg.SharedStore == "" {
+		return nil, nil
+	}
+	log = log.With("component", "sharedstore")
+	s := &shared{}
+	m := metrics.RegisterSharedStore(reg, func() bool { return s.sharer.Health().Up })
+	ctx, cancel := context.WithTimeout(context.Background(), sharedOpenTimeout)
+	defer cancel()
+	store, openErr := sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{
+		Observe: func(op sharedstore.Op, n int64, err error) { m.ObserveOp(string(op), storeResult(err), n) },
+	})
+	var ce *sharedstore.ConfigError
+	if errors.As(openErr, &ce) {
+		return nil, fmt.Errorf("shared-store: %w", openErr)
+	}
+	chunk := cmp.Or(cfg.ChunkSize, Defaults().ChunkSize)
+	s.sharer = sharedfill.New(store, sharedfill.Options{
+		ChunkSize: chunk,
+		Lease:     cfg.SharedStoreLease,
+		// One flight per upstream request the cache may make, and as
+		// many again for chunks a misaligned request also touches.
+		MaxFlights: 2 * cmp.Or(cfg.UpstreamConns, Defaults().UpstreamConns),
+		OnClaim:    m.ObserveClaim,
+		Logger:     log,
+	})
+	if openErr != nil {
+		log.Warn("shared store not answering at start; serving from upstream until it does", "err", openErr)
+		s.sharer.Probe(ctx) // records it as down, for /readyz and hubproxy_store_up
+	} else {
+		log.Info("sharing chunks with the cluster through the shared store", "store", store.String(), "chunk_size", chunk)
+	}
+	return s, nil
+}
+
+// storeResult is a store call's result label.
+func storeResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, sharedstore.ErrNotFound), errors.Is(err, sharedstore.ErrShort):
+		return "not_found"
+	case errors.Is(err, sharedstore.ErrExists):
+		return "exists"
+	}
+	return "error"
+}
+
+// Close stops sharing (releasing chunk claims held).
+func (s *shared) Close() error { return s.sharer.Close() }
+
+// forget is the cache's verification hook: a file that failed may have come
+// from the store, so its chunks there go.
+func (s *shared) forget(_ hub.Repo, etag string) {
+	if s != nil {
+		s.sharer.Discard(etag)
+	}
+}
+
+// sharing is what repofs wraps fills with; nil without a store.
+func (s *shared) sharing() repofs.Sharing {
+	if s == nil {
+		return nil
+	}
+	return sharedOrigins{s.sharer}
+}
+
+// health is what /readyz reports of the store; nil without one.
+func (s *shared) health() storeHealth {
+	if s == nil {
+		return nil
+	}
+	return s.sharer
+}
+
+// sharedOrigins adapts the Sharer to repofs.Sharing.
+type sharedOrigins struct{ s *sharedfill.Sharer }
+
+func (a sharedOrigins) Wrap(etag string, size int64, up cache.Origin) cache.Origin {
+	return a.s.Origin(etag, size, up)
+}
+
+// storeHealth is what readiness needs of the shared tier.
+type storeHealth interface {
+	Health() sharedfill.Health
+	Probe(ctx context.Context) error
+}

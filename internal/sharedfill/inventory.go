@@ -1,0 +1,192 @@
+package sharedfill
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/sharedstore"
+)
+
+// StoredFile is what the store holds of one file (one content hash): its
+// chunks, of every chunk size nodes used.
+type StoredFile struct {
+	ETag   string
+	Chunks int
+	Bytes  int64
+	// LastPut is when its newest chunk was put: object stores keep no
+	// access time, so this is the best age there is.
+	LastPut time.Time
+}
+
+// Inventory is the store's content, by file, largest first, and the claims
+// it holds (in flight, or left by nodes that died).
+type Inventory struct {
+	Files       []StoredFile
+	Claims      int
+	StaleClaims int // older than staleClaimAge: left by a node that died
+	Other       int // objects under v1/ that are neither
+}
+
+// staleClaimAge is how old a claim must be for prune to delete it: far past
+// any lease, so only claims of nodes that died mid-chunk.
+const staleClaimAge = time.Hour
+
+// Lister is what Inventory and Prune need of the store.
+type Lister interface {
+	List(ctx context.Context, prefix string, fn func(sharedstore.Object) error) error
+	Delete(ctx context.Context, key string) error
+}
+
+// Take lists the store's chunks and claims.
+func Take(ctx context.Context, store Lister, now time.Time) (Inventory, error) {
+	var inv Inventory
+	files := map[string]*StoredFile{}
+	err := store.List(ctx, "v1/", func(o sharedstore.Object) error {
+		switch {
+		case strings.HasPrefix(o.Key, chunksPrefix):
+			etag, _, ok := strings.Cut(strings.TrimPrefix(o.Key, chunksPrefix), "/")
+			if !ok || hub.ETagKind(etag) == hub.HashUnknown {
+				inv.Other++
+				return nil
+			}
+			f := files[etag]
+			if f == nil {
+				f = &StoredFile{ETag: etag}
+				files[etag] = f
+			}
+			f.Chunks++
+			f.Bytes += o.Size
+			if o.ModTime.After(f.LastPut) {
+				f.LastPut = o.ModTime
+			}
+		case strings.HasPrefix(o.Key, claimsPrefix):
+			inv.Claims++
+			if now.Sub(o.ModTime) > staleClaimAge {
+				inv.StaleClaims++
+			}
+		default:
+			inv.Other++
+		}
+		return nil
+	})
+	for _, f := range files {
+		inv.Files = append(inv.Files, *f)
+	}
+	slices.SortFunc(inv.Files, func(a, b StoredFile) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.ETag, b.ETag))
+	})
+	return inv, err
+}
+
+// Bytes is the chunks' total size.
+func (inv Inventory) Bytes() int64 {
+	var n int64
+	for _, f := range inv.Files {
+		n += f.Bytes
+	}
+	return n
+}
+
+// PruneOptions say what Prune removes. Object stores have no LRU, so files
+// go by the age of their newest chunk.
+type PruneOptions struct {
+	OlderThan time.Duration // remove files whose newest chunk is older; 0 = no age limit
+	MaxBytes  int64         // then remove the oldest files until the rest fit; 0 = no budget
+	DryRun    bool
+	// Keep, when set, spares files it returns true for (pinned models).
+	Keep func(etag string) bool
+}
+
+// Pruned is one file Prune removed (or would).
+type Pruned struct {
+	StoredFile
+	Reason string // "older-than" or "max-bytes"
+}
+
+// PruneReport is what Prune did.
+type PruneReport struct {
+	Removed       []Pruned
+	Freed         int64
+	Before, After int64 // bytes of chunks
+	Claims        int   // stale claims deleted
+	Over          bool  // still over MaxBytes: what is left is kept
+}
+
+// Prune removes whole files' chunks from the store (a file half gone would
+// only be refetched chunk by chunk) and the claims nodes that died left
+// behind. A node reading a pruned file fetches it again from upstream.
+func Prune(ctx context.Context, store Lister, o PruneOptions, now time.Time) (PruneReport, error) {
+	inv, err := Take(ctx, store, now)
+	if err != nil {
+		return PruneReport{}, err
+	}
+	rep := PruneReport{Before: inv.Bytes()}
+	files := slices.Clone(inv.Files)
+	slices.SortFunc(files, func(a, b StoredFile) int { return a.LastPut.Compare(b.LastPut) }) // oldest first
+	left := rep.Before
+	var victims []Pruned
+	for _, f := range files {
+		if o.Keep != nil && o.Keep(f.ETag) {
+			continue
+		}
+		switch {
+		case o.OlderThan > 0 && now.Sub(f.LastPut) > o.OlderThan:
+			victims = append(victims, Pruned{f, "older-than"})
+		case o.MaxBytes > 0 && left > o.MaxBytes:
+			victims = append(victims, Pruned{f, "max-bytes"})
+		default:
+			continue
+		}
+		left -= f.Bytes
+	}
+	rep.Over = o.MaxBytes > 0 && left > o.MaxBytes
+	var errs []error
+	for _, v := range victims {
+		if !o.DryRun {
+			if _, err := deletePrefix(ctx, store, chunksPrefix+v.ETag+"/", nil); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		rep.Removed = append(rep.Removed, v)
+		rep.Freed += v.Bytes
+	}
+	rep.After = rep.Before - rep.Freed
+	if !o.DryRun {
+		n, err := deletePrefix(ctx, store, claimsPrefix, func(ob sharedstore.Object) bool {
+			return now.Sub(ob.ModTime) > staleClaimAge
+		})
+		rep.Claims = n
+		errs = append(errs, err)
+	} else {
+		rep.Claims = inv.StaleClaims
+	}
+	return rep, errors.Join(errs...)
+}
+
+// deletePrefix deletes the objects under prefix that match (all if nil)
+// and returns how many it deleted.
+func deletePrefix(ctx context.Context, store Lister, prefix string, match func(sharedstore.Object) bool) (int, error) {
+	var keys []string
+	err := store.List(ctx, prefix, func(o sharedstore.Object) error {
+		if match == nil || match(o) {
+			keys = append(keys, o.Key)
+		}
+		return nil
+	})
+	errs := []error{err}
+	n := 0
+	for _, k := range keys {
+		if err := store.Delete(ctx, k); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}

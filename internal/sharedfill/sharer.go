@@ -1,0 +1,270 @@
+// Package sharedfill shares a cluster's upstream downloads through an object
+// store (internal/sharedstore). Each node's cache fills from an Origin that
+// this package wraps around the upstream one: a chunk-aligned piece of a
+// file (ChunkSize, keyed by the file's content hash and the chunk's index)
+// is read from the store when another node already put it there; otherwise
+// the nodes that need it agree, through the store alone, on one of them to
+// fetch it from upstream and put it in the store, while the others wait
+// for it to land.
+//
+// # Claims
+//
+// Agreement is by conditional create, the store's one atomic primitive: the
+// node whose create of v1/claims/<etag>/<chunk size>/<index>/<gen> succeeds
+// owns the chunk, renews the claim (a beat counter) every Lease/3 while it
+// fetches, puts the chunk with a conditional create too, and deletes its
+// claim. A waiter polls for the chunk and watches the claim: a claim whose
+// content has not changed for Lease, by the waiter's own clock (so clock
+// skew between nodes does not matter), was left by a node that died, and the
+// waiter takes the chunk over by creating generation gen+1, which again only
+// one node can. No coordinator, no node list.
+//
+// # Trust
+//
+// Nothing here decides access: callers reach an Origin only after upstream
+// (the resolver) allowed them the file, and the store is keyed by content
+// hash, so holding bytes never grants any. A stored chunk is as untrusted as
+// a local partial: the cache verifies the whole file's hash before it
+// promotes it, and on a mismatch Forget removes the file's chunks, so a
+// tampered or torn object is repaired by the next fetch.
+//
+// # Failure
+//
+// The store is optional at run time. Any store error opens a breaker (Health)
+// for a growing pause during which origins go straight upstream, reads
+// already streaming from the store finish from upstream, and a store that
+// is slow is treated as failing (OpTimeout, StallTimeout).
+package sharedfill
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/sharedstore"
+)
+
+// Objects is what sharing needs of the store (a *sharedstore.Store).
+type Objects interface {
+	ReadRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, int64, error)
+	Create(ctx context.Context, key string, data []byte) error
+	Put(ctx context.Context, key string, data []byte) error
+	Stat(ctx context.Context, key string) (sharedstore.Object, error)
+	List(ctx context.Context, prefix string, fn func(sharedstore.Object) error) error
+	Delete(ctx context.Context, key string) error
+}
+
+// Upstream fetches bytes of one file, as cache.Origin does: exactly n bytes
+// or an error, with reads failing once ctx ends.
+type Upstream interface {
+	FetchRange(ctx context.Context, off, n int64) (io.ReadCloser, error)
+}
+
+// Claim outcomes, for metrics.
+const (
+	ClaimWon       = "won"        // this node fetches the chunk
+	ClaimWaited    = "waited"     // another node fetched it; this one read it from the store
+	ClaimTakenOver = "taken_over" // the owner went silent; this node took the chunk over
+)
+
+// Options configure a Sharer. Zero values select the defaults.
+type Options struct {
+	// ChunkSize is the unit of sharing; default 8 MiB. Nodes share chunks
+	// only with nodes of the same chunk size (it is part of the key).
+	ChunkSize int64
+	// Lease is how long a claim may go unrenewed before waiters take the
+	// chunk over; default 15s.
+	Lease time.Duration
+	// MaxWait bounds waiting for another node's chunk; past it this node
+	// fetches the chunk itself. Default 2 minutes.
+	MaxWait time.Duration
+	// OpTimeout bounds one store call without a body, and the wait for a
+	// body's first bytes; StallTimeout, a body making no progress; a store
+	// that is slower counts as failing. Defaults 10s and 10s.
+	OpTimeout, StallTimeout time.Duration
+	// FetchTimeout bounds fetching one chunk, claim, upstream and put
+	// included; default 5 minutes.
+	FetchTimeout time.Duration
+	// MaxFlights bounds the chunks being claimed, fetched or awaited at
+	// once; a chunk fetched by this node is buffered whole (to put it), so
+	// this also bounds that memory: MaxFlights × ChunkSize. Past it,
+	// reads go straight upstream. Default 16.
+	MaxFlights int
+	// Owner names this node in its claims; default host-pid-random.
+	Owner string
+	// OnClaim, when set, is told each chunk's outcome (ClaimWon, ...).
+	OnClaim func(result string)
+	Logger  *slog.Logger
+}
+
+// The defaults for zero-valued Options fields.
+const (
+	DefaultChunkSize    = 8 << 20
+	DefaultLease        = 15 * time.Second
+	DefaultMaxWait      = 2 * time.Minute
+	DefaultOpTimeout    = 10 * time.Second
+	DefaultStallTimeout = 10 * time.Second
+	DefaultFetchTimeout = 5 * time.Minute
+	DefaultMaxFlights   = 16
+)
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	def(&o.Lease, DefaultLease)
+	def(&o.MaxWait, DefaultMaxWait)
+	def(&o.OpTimeout, DefaultOpTimeout)
+	def(&o.StallTimeout, DefaultStallTimeout)
+	def(&o.FetchTimeout, DefaultFetchTimeout)
+	if o.MaxFlights <= 0 {
+		o.MaxFlights = DefaultMaxFlights
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		var rnd [4]byte
+		rand.Read(rnd[:])
+		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(rnd[:]))
+	}
+	if o.OnClaim == nil {
+		o.OnClaim = func(string) {}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Sharer shares chunks through one store. It is safe for concurrent use.
+type Sharer struct {
+	objs   Objects
+	opts   Options
+	log    *slog.Logger
+	ctx    context.Context // lifetime: cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // flights
+	health health
+
+	mu      sync.Mutex
+	flights map[chunkID]*flight // guarded by mu
+}
+
+// New returns a Sharer over objs.
+func New(objs Objects, opts Options) *Sharer {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Sharer{objs: objs, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		flights: map[chunkID]*flight{}}
+}
+
+// Close stops the flights in progress (releasing their claims, so other
+// nodes need not wait out the lease) and waits for them.
+func (s *Sharer) Close() error {
+	s.mu.Lock() // no flight or Discard starts after this
+	s.cancel()
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Discard is Forget in the background, for callers that must not block
+// (the cache's verification hook).
+func (s *Sharer) Discard(etag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+		defer cancel()
+		n, err := s.Forget(ctx, etag)
+		if err != nil {
+			s.log.Warn("shared store: could not drop the chunks of a file that failed verification", "etag", etag, "deleted", n, "err", err)
+			return
+		}
+		s.log.Warn("shared store: dropped the chunks of a file that failed verification; it will be fetched anew", "etag", etag, "deleted", n)
+	})
+}
+
+// Probe asks the store whether it answers, updating Health: for a node
+// with no traffic to tell it the store came back (or went away).
+func (s *Sharer) Probe(ctx context.Context) error {
+	err := s.call(ctx, func(ctx context.Context) error {
+		_, err := s.objs.Stat(ctx, "v1/probe")
+		return err
+	})
+	if errors.Is(err, sharedstore.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// ChunkSize is the unit of sharing.
+func (s *Sharer) ChunkSize() int64 { return s.opts.ChunkSize }
+
+// Origin wraps up, the upstream of the file whose content hash is etag, so
+// that its ranges are shared through the store. An etag that names no
+// content hash cannot be shared: up is returned as it is.
+func (s *Sharer) Origin(etag string, size int64, up Upstream) Upstream {
+	if hub.ETagKind(etag) == hub.HashUnknown || size <= 0 {
+		return up
+	}
+	return &Origin{s: s, etag: etag, size: size, up: up}
+}
+
+// Forget deletes every stored chunk (and claim) of the file with this etag:
+// what the cache calls when the file failed verification, since any of its
+// chunks may be what was wrong. It returns how many objects it deleted.
+func (s *Sharer) Forget(ctx context.Context, etag string) (int, error) {
+	if hub.ETagKind(etag) == hub.HashUnknown {
+		return 0, fmt.Errorf("sharedfill: %q is not a content hash", etag)
+	}
+	n, err1 := deletePrefix(ctx, s.objs, chunksPrefix+etag+"/", nil)
+	m, err2 := deletePrefix(ctx, s.objs, claimsPrefix+etag+"/", nil)
+	n += m
+	err := errors.Join(err1, err2)
+	s.observe(ctx, err)
+	return n, err
+}
+
+// Key layout, under the store URL's prefix. v1 is the layout version: a
+// change that old nodes would misread gets a new one.
+const (
+	chunksPrefix = "v1/chunks/"
+	claimsPrefix = "v1/claims/"
+)
+
+// chunkID names one chunk: a file's content hash and an index in units of
+// the Sharer's chunk size.
+type chunkID struct {
+	etag  string
+	index int64
+}
+
+func (s *Sharer) chunkKey(c chunkID) string {
+	return chunksPrefix + c.etag + "/" + strconv.FormatInt(s.opts.ChunkSize, 10) + "/" + strconv.FormatInt(c.index, 10)
+}
+
+func (s *Sharer) claimKey(c chunkID, gen int) string {
+	return claimsPrefix + c.etag + "/" + strconv.FormatInt(s.opts.ChunkSize, 10) + "/" + strconv.FormatInt(c.index, 10) + "/" + strconv.Itoa(gen)
+}
+
+// opCtx bounds one store call by OpTimeout, within ctx.
+func (s *Sharer) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.OpTimeout)
+}
