@@ -337,7 +337,12 @@ func TestStoreFailures(t *testing.T) {
 	}
 
 	t.Run("Down", func(t *testing.T) {
+		// The first read's flight may still be putting its chunk and
+		// ending its claim; a call of it that succeeds after the store
+		// went down would rightly close the breaker again.
+		s.wg.Wait()
 		store.down.Store(true)
+		defer store.down.Store(false)
 		fresh := s.Origin(etagOf(5), int64(len(data)), up)
 		if got := read(t, fresh, 0, int64(len(data))); !bytes.Equal(got, data) {
 			t.Fatal("bytes differ with the store down")
