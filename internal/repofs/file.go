@@ -102,19 +102,29 @@ func (f *File) VerifyWhole() {
 	}
 }
 
+// othersRetries is how often a read that met another caller's refusal is
+// retried through the cache before it turns to upstream for good.
+const othersRetries = 2
+
 // ReadAt reads len(p) bytes at off.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if !f.bypassing.Load() {
 		n, err := f.h.ReadAt(p, off)
+		for try := 0; try < othersRetries && f.othersRefusal(err); try++ {
+			// The cache forgot the block's failures when it gave up, so
+			// this read plans a fill of its own, with this caller's origin.
+			n, err = f.h.ReadAt(p, off)
+		}
 		var se *cache.StorageError
-		if err == nil || !errors.As(err, &se) {
+		storage := errors.As(err, &se)
+		if err == nil || !storage && !f.othersRefusal(err) {
 			return n, err
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if !f.bypassing.Load() {
 			f.bypassing.Store(true)
-			if f.fs.opts.OnBypass != nil {
+			if storage && f.fs.opts.OnBypass != nil {
 				f.fs.opts.OnBypass(f.ctx, f.Repo, f.Path, err)
 			}
 			if err := f.startVerify(off); err != nil {
@@ -128,6 +138,18 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	defer f.mu.Unlock()
 	n, err := f.readUpstream(p, off)
 	return f.verified(p[:n], off, err)
+}
+
+// othersRefusal reports whether a cache read failed with upstream refusing
+// a caller other than this File's. Fills are shared: the block this read
+// waits for may have been fetched, and refused, with another caller's
+// credentials (a token that lost access to a repo that turned gated), and
+// the cache hands that error to whoever waits once the block's attempts run
+// out. That refusal says nothing about this caller, who must get bytes or a
+// refusal of its own: so the read is retried, and then served straight from
+// upstream with this caller's origin, verified as a bypassed read is.
+func (f *File) othersRefusal(err error) bool {
+	return isRefusal(err) && !f.origin.refused.Load()
 }
 
 // startVerify begins hashing a whole read that turns to upstream at off:
