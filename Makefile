@@ -57,6 +57,8 @@ test: lint e2e-deps minio
 	# The cgo CUDA copier against a fake driver built from C in the test.
 	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
 	$(GO) test $(TEST_FLAGS) -tags cuda -run GPUBench ./cmd/hubproxy/
+	# Two minutes of chaos against real hubproxy processes (soak/soak.mk).
+	$(MAKE) soak-ci
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -76,3 +78,6 @@ include deploy/helm.mk
 
 # bench, bench-quick: hubproxy against nginx (slice cache) and direct downloads.
 include bench/bench.mk
+
+# soak, soak-ci: hubproxy under hostile traffic, checked by an oracle.
+include soak/soak.mk

@@ -65,6 +65,8 @@ type stats struct {
 	byPath map[string]int64
 	ring   []RequestRecord // circular once full
 	next   int             // where the next record goes once ring is full
+
+	observer atomic.Pointer[func(RequestRecord)] // see SetRequestObserver
 }
 
 func (s *stats) reset() {
@@ -88,6 +90,9 @@ func (s *stats) addBytes(key string, n int64) {
 }
 
 func (s *stats) log(rec RequestRecord) {
+	if fn := s.observer.Load(); fn != nil {
+		(*fn)(rec)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ring) < maxLog {
@@ -124,6 +129,7 @@ func (h *Hub) ResetCounters() {
 	h.stats.reset()
 	h.faults.mu.Lock()
 	clear(h.faults.counts)
+	clear(h.faults.byPath)
 	h.faults.mu.Unlock()
 }
 

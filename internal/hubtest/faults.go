@@ -139,9 +139,10 @@ func (k faultKind) String() string { return faultNames[k] }
 
 // faultState holds the armed faults and how often each fired.
 type faultState struct {
-	mu     sync.Mutex // guards f and counts
+	mu     sync.Mutex // guards f, counts and byPath
 	f      Faults
 	counts map[string]int64
+	byPath map[string]map[string]int64 // see FaultCountsByPath
 }
 
 func (s *faultState) field(k faultKind) *Fault {
@@ -182,6 +183,7 @@ func (s *faultState) take(k faultKind, c class, key string) bool {
 	}
 	f.N--
 	s.counts[k.String()]++
+	s.notePath(k, key)
 	return true
 }
 

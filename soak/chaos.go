@@ -1,0 +1,262 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// upstream is one proxy's own fake hub and the relays in front of its hub
+// and CDN servers. Every hub holds the same repos and goes through the same
+// history; a hub per proxy lets the byte ledger and the fault counts name
+// the proxy each upstream byte went to.
+type upstream struct {
+	hub      *hubtest.Hub
+	hubRelay *relay
+	cdnRelay *relay
+	// foreign relays the foreign host a RedirectForeign fault sends the
+	// proxy to: only so that the driver can close those connections too
+	// when it measures a proxy at rest. Outages leave it alone.
+	foreign *relay
+
+	mu   sync.Mutex // guards down
+	down int        // outages in force; the relays are up at 0
+}
+
+// outage takes the upstream down in mode until the returned func is called.
+func (u *upstream) outage(m relayMode) (restore func()) {
+	u.mu.Lock()
+	u.down++
+	u.hubRelay.set(m)
+	u.cdnRelay.set(m)
+	u.mu.Unlock()
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.down--; u.down == 0 {
+			u.hubRelay.set(relayUp)
+			u.cdnRelay.set(relayUp)
+		}
+	}
+}
+
+// restartable is a component the chaos kills with SIGKILL and restarts on
+// the same data. The hubproxy processes are the only ones today; the shared
+// object store tier, once it exists, joins here (a store process killed
+// and restarted on its directory), with a line of its own in makeSchedule
+// and its restarts counted with the kills.
+type restartable interface {
+	Name() string
+	// Kill stops it abruptly and reports what the byte ledger must know.
+	Kill() error
+	// Restart starts it again and waits until it serves.
+	Restart() error
+}
+
+// Name, Kill and Restart make a crashy proxy restartable.
+func (p *proxy) Name() string { return p.name }
+
+func (p *proxy) Kill() error {
+	if p.kill() == nil {
+		return fmt.Errorf("soak: %s was not running", p.name)
+	}
+	// Whatever was partial is found on disk now, in-flight fills included
+	// (their data file is created before the first byte arrives).
+	p.ledger.killed(partialETags(p.dir))
+	return nil
+}
+
+func (p *proxy) Restart() error {
+	_, err := p.start()
+	return err
+}
+
+// partialETags lists the blobs a cache holds partial files of.
+func partialETags(dir string) []string {
+	ents, _ := os.ReadDir(filepath.Join(dir, ".hubproxy", "partial"))
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range ents {
+		name := strings.TrimSuffix(e.Name(), ".json")
+		if i := strings.LastIndex(name, "--"); i >= 0 && !seen[name[i+2:]] {
+			seen[name[i+2:]] = true
+			out = append(out, name[i+2:])
+		}
+	}
+	return out
+}
+
+// runChaos plays acts from start until they run out or ctx ends, and
+// returns once every action has finished and been undone.
+func (s *soak) runChaos(ctx context.Context, start time.Time, acts []action) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, a := range acts {
+		t := time.NewTimer(time.Until(start.Add(a.at)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		s.events.add("chaos", a.String())
+		switch a.kind {
+		case actKill:
+			wg.Go(func() { s.killRestart(a) })
+		case actDiskFill:
+			wg.Go(func() { s.fillDisk(ctx, a) })
+		case actOutage:
+			wg.Go(func() { s.outage(ctx, a) })
+		case actRevoke, actGrant:
+			s.setRevoked(a.kind == actRevoke)
+		case actAccess:
+			s.setAccess(a.gated, a.priv)
+		case actCommit:
+			s.pushCommit()
+		case actExpireURLs:
+			for _, u := range s.ups {
+				u.hub.ExpireURLs()
+			}
+		}
+	}
+}
+
+// hold waits for d, or less if ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (s *soak) killRestart(a action) {
+	var r restartable = s.procs.all[a.target]
+	p := s.procs.all[a.target]
+	p.chaosMu.Lock()
+	defer p.chaosMu.Unlock()
+	if err := r.Kill(); err != nil {
+		s.fail("chaos", fmt.Sprintf("kill %s: %v", r.Name(), err))
+		return
+	}
+	s.kills.Add(1)
+	time.Sleep(a.hold)
+	if err := r.Restart(); err != nil {
+		s.fail("chaos", fmt.Sprintf("restart %s after a kill: %v", r.Name(), err))
+	}
+}
+
+// fillDisk fills a proxy's tmpfs for a while, all but a little, as a
+// neighbour writing to the same volume would: whatever the proxy frees by
+// evicting is taken again at once, so its writes really fail with ENOSPC
+// rather than just pushing eviction along.
+func (s *soak) fillDisk(ctx context.Context, a action) {
+	p := s.procs.all[a.target]
+	p.diskMu.Lock()
+	defer p.diskMu.Unlock()
+	const leave = 128 << 10
+	free := func() int64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(p.mount, &st); err != nil {
+			return 0
+		}
+		return int64(st.Bavail) * st.Bsize
+	}
+	p.ledger.diskFull(time.Now())
+	defer func() { p.ledger.diskFree(time.Now()) }()
+	name := filepath.Join(p.mount, "filler")
+	f, err := os.Create(name)
+	if err != nil {
+		s.fail("chaos", fmt.Sprintf("disk fill: %v", err))
+		return
+	}
+	defer func() {
+		f.Close()
+		if err := os.Remove(name); err != nil {
+			s.fail("chaos", fmt.Sprintf("removing the filler: %v", err))
+		}
+	}()
+	s.diskFills.Add(1)
+	var size int64
+	deadline := time.Now().Add(a.hold)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if n := free() - leave; n > 0 {
+			if err := syscall.Fallocate(int(f.Fd()), 0, size, n); err == nil {
+				size += n
+			}
+		}
+		hold(ctx, 100*time.Millisecond)
+	}
+}
+
+// outage makes one proxy's upstream, or every one, unreachable for a while.
+func (s *soak) outage(ctx context.Context, a action) {
+	var restores []func()
+	for i, u := range s.ups {
+		if a.target < 0 || a.target == i {
+			restores = append(restores, u.outage(a.mode))
+		}
+	}
+	s.outages.Add(1)
+	hold(ctx, a.hold)
+	for _, r := range restores {
+		r()
+	}
+}
+
+// setRevoked revokes bob's token at every hub, or grants it back.
+func (s *soak) setRevoked(revoke bool) {
+	s.hist.change(func() func(*hubState) {
+		for _, u := range s.ups {
+			if revoke {
+				u.hub.RevokeToken(tokBob)
+			} else {
+				u.hub.GrantToken(tokBob)
+			}
+		}
+		return func(st *hubState) { st.revoked[tokBob] = revoke }
+	})
+}
+
+// setAccess makes the flip repo public, gated or private at every hub.
+func (s *soak) setAccess(gated, private bool) {
+	flip := hub.MustRepo(hub.Model, "soak/flip")
+	s.hist.change(func() func(*hubState) {
+		for _, u := range s.ups {
+			u.hub.SetAccess(flip, gated, private)
+		}
+		return func(st *hubState) { st.gated[flip], st.private[flip] = gated, private }
+	})
+}
+
+// pushCommit makes a new commit on the moving repo's main at every hub;
+// the hubs must agree on its id (their histories are the same).
+func (s *soak) pushCommit() string {
+	moving := hub.MustRepo(hub.Model, "soak/moving")
+	var id string
+	s.hist.change(func() func(*hubState) {
+		files := s.w.nextMovingFiles()
+		for i, u := range s.ups {
+			got := u.hub.Commit(moving, "main", files)
+			if i == 0 {
+				id = got
+			} else if got != id {
+				s.fail("setup", fmt.Sprintf("hubs disagree on a commit: %s and %s", id, got))
+			}
+		}
+		if err := s.w.addCommit(s.ups[0].hub, moving, id, files); err != nil {
+			s.fail("setup", err.Error())
+		}
+		return func(st *hubState) { st.heads[moving] = id }
+	})
+	return id
+}

@@ -1,0 +1,56 @@
+// Package soak runs hubproxy under a long stretch of hostile traffic and
+// checks every answer against an oracle: `make soak` (10 minutes by default)
+// and the 2-minute variant `make test` runs. Each trust property has its own
+// focused test elsewhere; this is where they meet: a kill during an eviction
+// while a gated caller's decision expires and the CDN truncates a body.
+//
+// # What runs
+//
+//   - The fake hub (internal/hubtest) in process, one per proxy (the same
+//     repos and the same history, so every upstream byte and every fault is
+//     attributed to one proxy), behind TCP relays for its hub and CDN
+//     servers that the chaos can refuse or blackhole to make upstream
+//     unreachable. Every fault kind is re-armed at random every half second,
+//     with per-connection bandwidth caps and latency.
+//   - Real hubproxy processes (the binary from `go build`): a steady one that
+//     is never killed (its resources are checked for leaks over the whole
+//     run) and crashy ones that are killed with SIGKILL and restarted. Each
+//     caches on its own small tmpfs under a budget far below the working set,
+//     so eviction runs all the time; the chaos fills that tmpfs to the brim
+//     now and then.
+//   - Concurrent clients (workload.go) sending whole downloads, ranges, HEADs,
+//     missing files, tensors, tensor-parallel shards (contiguous and column),
+//     subset safetensors files, tensor listings, repo info and trees, as
+//     anonymous, granted, revoked and never-approved callers, on public,
+//     gated, private and flipping repos and on a branch that gets new commits.
+//
+// # The oracle
+//
+// history.go records the hub's state (who may read what, where each branch
+// points) as a timeline. A response is right if it is what the hub would
+// have answered that caller at some moment of its window: from the request's
+// start minus access-ttl (the documented time a decision is reused) minus a
+// fixed lateness for the hub's answer to reach the proxy, to the response's
+// headers. Bytes are compared with the hub's own content by sha256 (whole
+// files) or by offset (ranges, tensors, shards, subsets). 5xx answers and
+// broken connections are availability failures, counted but tolerated during
+// the chaos; after it, a quiet phase demands that everything works again.
+//
+// # Upstream bytes
+//
+// ledger.go counts, per 64 KiB block of every blob, the bytes the hub sent
+// in complete answers (the only ones a proxy can have stored). A block may
+// be fetched once per life of its blob in the cache (one more per eviction,
+// failed promotion, and kill that found it partial); anything beyond must be
+// explained by answers cut in flight, fills that failed for want of space,
+// answers a fault spoiled, column-shard reads (around the cache by design)
+// and reads that overlapped a full disk. The quiet phase adds an exact
+// check: eight readers of a fresh file cost one fill, a warm read none.
+//
+// The shared object store tier, once it exists, joins the chaos as one more
+// restartable component (chaos.go), killed and restarted on its schedule.
+//
+// A failing run prints its seed and the events that led to the failure; the
+// chaos schedule is a pure function of the seed (schedule.go), so the same
+// seed replays the same schedule.
+package soak

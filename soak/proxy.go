@@ -1,0 +1,256 @@
+package soak
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// proxyArgs are hubproxy's flags in the soak: a budget far below the
+// working set (eviction all the time), small blocks and chunks (many
+// upstream requests, so many faults), short decision windows (the oracle's
+// windows follow them) and the proxy's own token, approved on every repo
+// upstream, which must never open one to a caller.
+func proxyArgs(cacheDir, upstream, adminListen string) []string {
+	return []string{"serve",
+		"--listen", "127.0.0.1:0",
+		"--admin-listen", adminListen,
+		"--upstream", upstream,
+		"--upstream-token", tokProxy,
+		"--cache-dir", cacheDir,
+		"--cache-max-bytes", "6MiB",
+		"--cache-min-free-bytes", "2MiB",
+		"--block-size", "64KiB",
+		"--chunk-size", fmt.Sprint(chunkSize),
+		"--read-ahead", "2",
+		"--upstream-parallelism", "8",
+		"--revision-ttl", revisionTTL.String(),
+		"--access-ttl", accessTTL.String(),
+		// Trust in "this repo is public" while upstream is down lasts no
+		// longer than any other decision, so every answer falls in the
+		// oracle's one window.
+		"--public-ttl", accessTTL.String(),
+		"--url-ttl", "2m",
+		"--metadata-timeout", "4s",
+		"--fill-timeout", "20s",
+		"--stall-timeout", "2s",
+		"--shutdown-timeout", "5s",
+		"--log-format", "json",
+		"--log-level", "debug",
+	}
+}
+
+// chunkSize is the largest upstream range request a proxy makes.
+const chunkSize = 256 << 10
+
+// proxy is one hubproxy, across its incarnations (a kill and restart makes
+// a new one on the same cache).
+type proxy struct {
+	name   string
+	crashy bool
+	bin    string
+	mount  string // its tmpfs ("" without)
+	dir    string // its cache directory
+	args   []string
+	sink   *logSink
+	ledger *ledger
+	up     *upstream
+	// exited is told of an exit the driver did not cause.
+	exited func(p *proxy, inc *incarnation)
+
+	chaosMu sync.Mutex // one kill at a time
+	diskMu  sync.Mutex // one disk fill at a time
+
+	mu   sync.Mutex // guards the fields below
+	cur  *incarnation
+	incs int
+}
+
+// incarnation is one process.
+type incarnation struct {
+	n           int
+	pid         int
+	addr, admin string
+	started     time.Time
+	done        chan struct{} // closed once reaped
+	err         error         // Wait's; read after done
+	stopping    atomic.Bool   // the driver killed or stopped it
+}
+
+// start runs a new incarnation and waits until it serves.
+func (p *proxy) start() (*incarnation, error) {
+	p.mu.Lock()
+	p.incs++
+	inc := &incarnation{n: p.incs, started: time.Now(), done: make(chan struct{})}
+	p.mu.Unlock()
+	ready := make(chan error, 1)
+	go p.run(inc, ready)
+	select {
+	case err := <-ready:
+		if err != nil {
+			return nil, err
+		}
+	case <-time.After(30 * time.Second):
+		inc.stopping.Store(true)
+		_ = syscall.Kill(inc.pid, syscall.SIGKILL)
+		<-inc.done
+		return nil, fmt.Errorf("soak: %s did not start serving within 30s", p.name)
+	}
+	p.mu.Lock()
+	p.cur = inc
+	p.mu.Unlock()
+	go func() {
+		<-inc.done
+		if !inc.stopping.Load() && p.exited != nil {
+			p.exited(p, inc)
+		}
+	}()
+	return inc, nil
+}
+
+// run starts the process and reaps it, on a goroutine locked to its
+// thread: the parent-death signal fires when the thread that forked the
+// child ends, so a driver that dies takes its proxies with it.
+func (p *proxy) run(inc *incarnation, ready chan<- error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the child
+	defer close(inc.done)
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = cleanEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		ready <- err
+		return
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		ready <- fmt.Errorf("soak: starting %s: %w", p.name, err)
+		return
+	}
+	inc.pid = cmd.Process.Pid
+	p.sink.write(fmt.Sprintf("--- %s incarnation %d, pid %d, %s", p.name, inc.n, inc.pid, time.Now().Format(clock)))
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	signalled := false
+	for sc.Scan() {
+		e := p.sink.line(sc.Text())
+		switch e.Msg {
+		case "hubproxy serving":
+			inc.addr = e.Addr
+		case "admin API serving":
+			inc.admin = e.Addr
+		case "admin API disabled":
+			if !signalled {
+				ready <- fmt.Errorf("soak: %s: admin API disabled: %s", p.name, e.Err)
+				signalled = true
+			}
+		}
+		if !signalled && inc.addr != "" && inc.admin != "" {
+			ready <- nil
+			signalled = true
+		}
+	}
+	_, _ = io.Copy(io.Discard, stderr)
+	inc.err = cmd.Wait()
+	if !signalled {
+		ready <- fmt.Errorf("soak: %s exited before serving: %v", p.name, inc.err)
+	}
+}
+
+// cleanEnv is the driver's environment without anything that would
+// configure hubproxy or a hub client behind the flags' back.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "HUBPROXY_") || strings.HasPrefix(kv, "HF_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// address returns where the current incarnation listens ("" while down)
+// and which incarnation that is (0 while down).
+func (p *proxy) address() (string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == nil {
+		return "", 0
+	}
+	return p.cur.addr, p.cur.n
+}
+
+func (p *proxy) current() *incarnation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// kill sends SIGKILL to the current incarnation and reaps it.
+func (p *proxy) kill() *incarnation {
+	p.mu.Lock()
+	inc := p.cur
+	p.cur = nil
+	p.mu.Unlock()
+	if inc == nil {
+		return nil
+	}
+	inc.stopping.Store(true)
+	_ = syscall.Kill(inc.pid, syscall.SIGKILL)
+	<-inc.done
+	p.sink.write(fmt.Sprintf("--- %s incarnation %d killed (SIGKILL), %s", p.name, inc.n, time.Now().Format(clock)))
+	return inc
+}
+
+// stop ends the current incarnation with SIGTERM, as an orchestrator
+// would, and reports an exit that was not clean.
+func (p *proxy) stop() error {
+	p.mu.Lock()
+	inc := p.cur
+	p.cur = nil
+	p.mu.Unlock()
+	if inc == nil {
+		return nil
+	}
+	inc.stopping.Store(true)
+	_ = syscall.Kill(inc.pid, syscall.SIGTERM)
+	select {
+	case <-inc.done:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(inc.pid, syscall.SIGKILL)
+		<-inc.done
+		return fmt.Errorf("soak: %s did not exit within 20s of SIGTERM", p.name)
+	}
+	var ee *exec.ExitError
+	if errors.As(inc.err, &ee) {
+		return fmt.Errorf("soak: %s exited with %v after SIGTERM", p.name, inc.err)
+	}
+	return inc.err
+}
+
+// procSet is the proxies.
+type procSet struct {
+	all []*proxy
+}
+
+// pick draws a serving proxy for a client: a crashy one that is down
+// right now is skipped for the steady one, which is up unless it failed
+// (then the client's request fails too, and the failure is reported).
+func (s *procSet) pick(rng *rand.Rand) *proxy {
+	p := s.all[rng.IntN(len(s.all))]
+	if addr, _ := p.address(); addr != "" {
+		return p
+	}
+	return s.all[0]
+}

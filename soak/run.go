@@ -1,0 +1,317 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/hubtest"
+)
+
+// soak is one run.
+type soak struct {
+	cfg     Config
+	seed    uint64
+	workDir string
+	ups     []*upstream
+	w       *world
+	hist    *history
+	oracle  *oracle
+	gen     *generator
+	gate    *gate
+	procs   *procSet
+	http    *http.Client
+	events  *eventLog
+	stats   *stats
+	mounts  []string
+
+	kills, diskFills, outages atomic.Int64
+	peakRSS                   atomic.Int64
+}
+
+// tmpfsSize is each proxy's disk: room for the cache budget (6 MiB), its
+// free-space floor (2 MiB) and the blobs a full budget still lets in
+// flight, and small enough that the chaos can fill it in a moment.
+const tmpfsSize = "24m"
+
+// ErrFailed is returned when the run found a violation.
+var ErrFailed = errors.New("soak: failed")
+
+// Run runs one soak and reports on it; it returns ErrFailed (with the
+// report written) if anything was wrong.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &soak{cfg: cfg, seed: cfg.Seed, gate: newGate(), http: newHTTPClient(), stats: newStats()}
+	if s.seed == 0 {
+		s.seed = uint64(time.Now().UnixNano())
+	}
+	s.events = newEventLog(time.Now())
+	fmt.Fprintf(cfg.Out, "soak: seed %d, %s of chaos, %d clients, 1 steady + %d crashy hubproxy\n",
+		s.seed, cfg.Duration, cfg.Clients, cfg.Crashy)
+	defer s.cleanup()
+	if err := s.setup(); err != nil {
+		return nil, err
+	}
+	rep := s.run(ctx)
+	rep.write(cfg.Out)
+	if cfg.ReportPath != "" {
+		if err := os.WriteFile(cfg.ReportPath, []byte(rep.markdown()), 0o644); err != nil {
+			return rep, err
+		}
+	}
+	if rep.Failed {
+		s.cfg.WorkDir = s.workDir // keep it: the logs are there
+		return rep, ErrFailed
+	}
+	return rep, nil
+}
+
+// setup builds the hubs, the world, the relays and the proxies.
+func (s *soak) setup() error {
+	dir := s.cfg.WorkDir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "hubproxy-soak-")
+		if err != nil {
+			return err
+		}
+		dir = d
+	}
+	s.workDir = dir
+	n := 1 + s.cfg.Crashy
+	var hubs []*hubtest.Hub
+	for range n {
+		h, err := hubtest.New(hubtest.Options{})
+		if err != nil {
+			return err
+		}
+		hubs = append(hubs, h)
+		s.ups = append(s.ups, &upstream{hub: h})
+	}
+	w, err := newWorld(hubs, s.seed)
+	if err != nil {
+		return err
+	}
+	s.w = w
+	st := &hubState{gated: map[hub.Repo]bool{}, private: map[hub.Repo]bool{}, approved: map[hub.Repo]map[string]bool{},
+		revoked: map[string]bool{}, heads: map[hub.Repo]string{}}
+	for _, fix := range w.repos {
+		st.gated[fix.repo], st.private[fix.repo] = fix.gated, fix.private
+		st.approved[fix.repo] = map[string]bool{}
+		for _, t := range fix.approved {
+			st.approved[fix.repo][t] = true
+		}
+		st.heads[fix.repo] = w.first[fix.repo]
+	}
+	s.hist = newHistory(st, time.Now())
+	s.oracle = &oracle{w: w, hist: s.hist}
+	s.gen = &generator{w: w, hist: s.hist}
+	s.procs = &procSet{}
+	for i, u := range s.ups {
+		if err := s.addProxy(i, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addProxy wires proxy i: its relays, ledger, disk, log and process.
+func (s *soak) addProxy(i int, u *upstream) error {
+	name := fmt.Sprintf("p%d", i)
+	hubAddr, cdnAddr := hostOf(u.hub.URL), hostOf(u.hub.CDNURL)
+	l := newLedger(s.w, u.hub, "", "")
+	var err error
+	if u.hubRelay, err = newRelay(name+"-hub", hubAddr, l.relayLost); err != nil {
+		return err
+	}
+	if u.cdnRelay, err = newRelay(name+"-cdn", cdnAddr, l.relayLost); err != nil {
+		return err
+	}
+	if u.foreign, err = newRelay(name+"-foreign", hostOf(u.hub.ForeignURL), nil); err != nil {
+		return err
+	}
+	l.hubHost, l.cdnHost = u.hubRelay.Host(), u.cdnRelay.Host()
+	// Presigned URLs and foreign redirects point through the relays, so an
+	// outage reaches the CDN too. Set before any request, so no handler
+	// reads them concurrently.
+	u.hub.CDNURL = u.cdnRelay.URL()
+	u.hub.ForeignURL = u.foreign.URL()
+	u.hub.SetRequestObserver(l.observe)
+
+	mount := filepath.Join(s.workDir, name)
+	if err := os.MkdirAll(mount, 0o755); err != nil {
+		return err
+	}
+	if !s.cfg.NoTmpfs {
+		if err := syscall.Mount("tmpfs", mount, "tmpfs", 0, "size="+tmpfsSize); err != nil {
+			return fmt.Errorf("soak: mounting a %s tmpfs for %s's cache (needs root; -no-tmpfs runs without, and without the disk-fill chaos): %w", tmpfsSize, name, err)
+		}
+		s.mounts = append(s.mounts, mount)
+	}
+	sink, err := newLogSink(filepath.Join(s.workDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	p := &proxy{name: name, crashy: i > 0, bin: s.cfg.Bin, mount: mount, dir: filepath.Join(mount, "cache"),
+		sink: sink, ledger: l, up: u}
+	p.args = proxyArgs(p.dir, u.hubRelay.URL(), "127.0.0.1:0")
+	p.exited = func(p *proxy, inc *incarnation) {
+		s.fail("crash", fmt.Sprintf("%s (pid %d) exited by itself: %v; last lines:\n    %s", p.name, inc.pid, inc.err,
+			joinLines(p.sink.tail(20))))
+	}
+	s.procs.all = append(s.procs.all, p)
+	if _, err := p.start(); err != nil {
+		return err
+	}
+	s.events.add("proxy", fmt.Sprintf("%s started (pid %d)", name, p.current().pid))
+	return nil
+}
+
+func hostOf(u string) string { return u[len("http://"):] }
+
+// run drives the phases and returns the report.
+func (s *soak) run(ctx context.Context) *Report {
+	rep := &Report{Seed: s.seed, Duration: s.cfg.Duration, Clients: s.cfg.Clients, Proxies: len(s.procs.all),
+		DiskFill: !s.cfg.NoTmpfs, Machine: machine()}
+	steady := s.procs.all[0]
+	rep.Boot = s.measure(steady)
+
+	work, stopWork := context.WithCancel(ctx)
+	var clients sync.WaitGroup
+	for i := range s.cfg.Clients {
+		clients.Go(func() { s.runClient(work, i) })
+	}
+	hold(ctx, s.cfg.Warmup)
+	rep.Baseline = s.quiesced(steady)
+	s.events.add("phase", "baseline: "+rep.Baseline.String())
+	fmt.Fprintf(s.cfg.Out, "soak: warm-up done; steady proxy at rest: %s\n", rep.Baseline)
+
+	chaos, stopChaos := context.WithTimeout(ctx, s.cfg.Duration)
+	start := time.Now()
+	var bg sync.WaitGroup
+	bg.Go(func() { s.rearmFaults(chaos) })
+	bg.Go(func() { s.sample(chaos, start) })
+	acts := makeSchedule(s.seed, scheduleOpts{duration: s.cfg.Duration, proxies: len(s.procs.all), diskFill: !s.cfg.NoTmpfs})
+	s.runChaos(chaos, start, acts)
+	<-chaos.Done()
+	stopChaos()
+	bg.Wait()
+	for _, u := range s.ups {
+		u.hub.SetFaults(hubtest.Faults{})
+	}
+	s.events.add("phase", "chaos over")
+	if ctx.Err() != nil {
+		// Interrupted: no quiet phase, no verdict on the run.
+		stopWork()
+		clients.Wait()
+		s.fail("interrupted", "the run was interrupted before the chaos ended")
+		s.collect(rep)
+		return rep
+	}
+	fmt.Fprintf(s.cfg.Out, "soak: chaos over after %s; quiet phase\n", time.Since(start).Round(time.Second))
+
+	s.quietPhase(rep, stopWork, &clients)
+	s.collect(rep)
+	return rep
+}
+
+// rearmFaults draws every hub's faults afresh every rearmEvery.
+func (s *soak) rearmFaults(ctx context.Context) {
+	plan := newFaultPlan(s.seed, s.w.corruptKey)
+	t := time.NewTicker(rearmEvery)
+	defer t.Stop()
+	for {
+		for _, u := range s.ups {
+			u.hub.SetFaults(plan.next())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample follows peak RSS and prints progress.
+func (s *soak) sample(ctx context.Context, start time.Time) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range s.procs.all {
+			if inc := p.current(); inc != nil {
+				if st, err := readProcStats(inc.pid, inc.admin, p.dir); err == nil && st.PeakRSS > s.peakRSS.Load() {
+					s.peakRSS.Store(st.PeakRSS)
+				}
+			}
+		}
+		if time.Since(last) >= 30*time.Second {
+			last = time.Now()
+			t := s.stats.totals()
+			fmt.Fprintf(s.cfg.Out, "soak: %4.0fs  %d requests (%d served, %d refused, %d unavailable, %d violations), %d faults, %d kills\n",
+				time.Since(start).Seconds(), t[outServed]+t[outRefused]+t[outMissing]+t[outUnavailable]+t[outViolation],
+				t[outServed], t[outRefused], t[outUnavailable], s.stats.violations(), s.faultTotal(), s.kills.Load())
+		}
+	}
+}
+
+// faultTotal is every fault every hub fired.
+func (s *soak) faultTotal() int64 {
+	var n int64
+	for _, u := range s.ups {
+		for _, c := range u.hub.FaultCounts() {
+			n += c
+		}
+	}
+	return n
+}
+
+// cleanup stops everything the run started and removes its traces, keeping
+// the work directory if the run failed.
+func (s *soak) cleanup() {
+	if s.procs != nil {
+		for _, p := range s.procs.all {
+			p.kill() // a run that ended early; a finished one stopped them
+			_ = p.sink.close()
+		}
+	}
+	for _, u := range s.ups {
+		if u.hubRelay != nil {
+			u.hubRelay.close()
+			u.cdnRelay.close()
+			u.foreign.close()
+		}
+		u.hub.Close()
+	}
+	for _, m := range s.mounts {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	if s.cfg.WorkDir == "" && s.workDir != "" {
+		_ = os.RemoveAll(s.workDir)
+	}
+}
+
+func joinLines(ls []string) string {
+	out := ""
+	for i, l := range ls {
+		if i > 0 {
+			out += "\n    "
+		}
+		out += l
+	}
+	return out
+}

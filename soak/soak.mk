@@ -1,0 +1,22 @@
+# Soak: included from the top-level Makefile (`include soak/soak.mk`).
+# `make soak` runs hubproxy under ten minutes of hostile traffic against an
+# oracle (soak/doc.go says what it checks) and prints the figures the README's
+# Reliability section quotes; `make soak-ci` is the two-minute variant that
+# `make test` runs. Both need root (each hubproxy caches on a tmpfs of its own,
+# which the chaos fills). Extra flags go in SOAK_FLAGS, e.g.
+# `make soak SOAK_FLAGS='-seed 42 -duration 3m'` to replay a failed run's
+# schedule; `go run ./soak/cmd/soak -h` lists them. It uses the Makefile's
+# `build` target and its GO and BIN variables.
+SOAK_BIN := bin/soak
+SOAK_FLAGS ?=
+
+.PHONY: soak soak-ci soak-bin
+
+soak-bin: build
+	$(GO) build -o $(SOAK_BIN) ./soak/cmd/soak
+
+soak: soak-bin
+	./$(SOAK_BIN) -hubproxy $(BIN) $(SOAK_FLAGS)
+
+soak-ci: soak-bin
+	./$(SOAK_BIN) -hubproxy $(BIN) -duration 2m $(SOAK_FLAGS)
