@@ -30,7 +30,8 @@ config file); no server needs to run. ls and du only read. verify --fix and prun
 delete files: a running server keeps serving correctly (it refetches what vanished),
 but partials it is filling may fail once, so prefer a quiet cache.`,
 	}
-	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd(), newCacheStoreCmd())
+	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd(), newCacheStoreCmd(),
+		newCachePinCmd(), newCacheUnpinCmd(), newCachePinsCmd())
 	return cmd
 }
 
@@ -55,18 +56,19 @@ func newCacheLsCmd() *cobra.Command {
 		Short: "List cached repositories: files, sizes, last access",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := cacheDir(cmd)
+			dir, configured, recorded, err := pinsInEffect(cmd)
 			if err != nil {
 				return err
 			}
+			pins := append(configured, recorded...)
 			usage, err := cache.Usage(dir)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), cacheLsJSON(usage))
+				return writeJSON(cmd.OutOrStdout(), cacheLsJSON(usage, pins))
 			}
-			return printCacheLs(cmd.OutOrStdout(), usage, time.Now())
+			return printCacheLs(cmd.OutOrStdout(), usage, pins, time.Now())
 		},
 	}
 	addCacheDirFlags(cmd.Flags())
@@ -74,12 +76,12 @@ func newCacheLsCmd() *cobra.Command {
 	return cmd
 }
 
-func printCacheLs(w io.Writer, usage []cache.RepoUsage, now time.Time) error {
+func printCacheLs(w io.Writer, usage []cache.RepoUsage, pins []cache.Pin, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tLAST ACCESS")
+	fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tPINNED\tLAST ACCESS")
 	for _, u := range usage {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", u.Repo.ID(), u.Repo.Type(), u.Blobs, bytesize.Human(u.BlobBytes),
-			partialCell(u), u.Snapshots, ago(u.LastAccess, now))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", u.Repo.ID(), u.Repo.Type(), u.Blobs, bytesize.Human(u.BlobBytes),
+			partialCell(u), u.Snapshots, joinOrDash(pinCell(pins, u.Repo)), ago(u.LastAccess, now))
 	}
 	return tw.Flush()
 }
@@ -95,14 +97,18 @@ type cacheLsRepo struct {
 	PartialFiles int        `json:"partial_files"`
 	PartialBytes int64      `json:"partial_bytes"`
 	Revisions    int        `json:"revisions"`
+	Pinned       []string   `json:"pinned"`      // "all", or the pinned revisions; empty when not pinned
 	LastAccess   *time.Time `json:"last_access"` // null when unknown
 }
 
-func cacheLsJSON(usage []cache.RepoUsage) map[string]any {
+func cacheLsJSON(usage []cache.RepoUsage, pins []cache.Pin) map[string]any {
 	repos := make([]cacheLsRepo, 0, len(usage))
 	for _, u := range usage {
 		r := cacheLsRepo{Repo: u.Repo.String(), Type: string(u.Repo.Type()), ID: u.Repo.ID(), Files: u.Blobs, Bytes: u.BlobBytes,
-			PartialFiles: u.Partials, PartialBytes: u.PartialBytes, Revisions: u.Snapshots}
+			PartialFiles: u.Partials, PartialBytes: u.PartialBytes, Revisions: u.Snapshots, Pinned: pinCell(pins, u.Repo)}
+		if r.Pinned == nil {
+			r.Pinned = []string{}
+		}
 		if !u.LastAccess.IsZero() {
 			t := u.LastAccess.UTC()
 			r.LastAccess = &t
@@ -281,7 +287,7 @@ func newCachePruneCmd() *cobra.Command {
 filesystem records it, else by download time): those unused for --older-than, then
 more until blobs and partials fit in --max-bytes. A blob goes with its snapshot
 links, a repository left empty goes entirely, and orphaned temporary files go
-too. Partial files written within --stale-after are kept, as a running server may
+too. Pinned repos (hubproxy cache pin, config key pins) are kept. Partial files written within --stale-after are kept, as a running server may
 be filling them.`,
 		Example: `  hubproxy cache prune --max-bytes 500GiB
   hubproxy cache prune --older-than 30d --dry-run`,
@@ -309,11 +315,14 @@ be filling them.`,
 				return fmt.Errorf("--stale-after: %w", err)
 			}
 			o.DryRun = dryRun
-			dir, err := cacheDir(cmd)
+			cfg, err := loadConfig(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			rep, err := cache.Prune(cmd.Context(), dir, o)
+			if o.Pins, err = cfg.ParsedPins(); err != nil {
+				return err
+			}
+			rep, err := cache.Prune(cmd.Context(), cfg.CacheDir, o)
 			printPrune(cmd.OutOrStdout(), rep, o)
 			return err
 		},
@@ -350,8 +359,11 @@ func printPrune(w io.Writer, rep cache.PruneReport, o cache.PruneOptions) {
 		fmt.Fprintf(w, " (target %s)", bytesize.Human(o.MaxBytes))
 	}
 	fmt.Fprintln(w)
+	if rep.Pinned > 0 {
+		fmt.Fprintf(w, "kept %s of pinned repos\n", bytesize.Human(rep.Pinned))
+	}
 	if rep.Over {
-		fmt.Fprintln(w, "still over the target: the rest is partial files written within --stale-after")
+		fmt.Fprintln(w, "still over the target: the rest is pinned, or partial files written within --stale-after")
 	}
 }
 

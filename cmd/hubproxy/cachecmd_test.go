@@ -83,7 +83,7 @@ func TestCachePruneFreesToTarget(t *testing.T) {
 		t.Fatalf("du: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "cache", "ls", "--cache-dir", dir)
-	if err != nil || !regexp.MustCompile(`(?m)^org/m\s+model\s+5\s+\S+ KiB\s+-\s+1\s+\d{4}-\d\d-\d\d`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`(?m)^org/m\s+model\s+5\s+\S+ KiB\s+-\s+1\s+-\s+\d{4}-\d\d-\d\d`).MatchString(out) {
 		t.Fatalf("ls: %v\n%s", err, out)
 	}
 
@@ -180,7 +180,10 @@ func TestCacheLsAndDuJSON(t *testing.T) {
 	} else if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
 		t.Errorf("cache ls --json: last_access: %v", err)
 	}
-	if len(r) != 9 {
+	if p, ok := r["pinned"].([]any); !ok || len(p) != 0 {
+		t.Errorf("cache ls --json: pinned = %v, want []", r["pinned"])
+	}
+	if len(r) != 10 {
 		t.Errorf("cache ls --json: fields %v", r)
 	}
 

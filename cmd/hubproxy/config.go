@@ -63,6 +63,7 @@ var keyHelp = map[string]string{
 	"upstream":                  "hub to proxy (https://huggingface.co, another hubproxy, or dir:PATH)",
 	"upstream-token":            "the proxy's own hub token, used only for callers that send none (prefer HUBPROXY_UPSTREAM_TOKEN)",
 	"redirect-hosts":            "hosts (and their subdomains) bytes may be fetched from besides the upstream, e.g. hf.co,huggingface.co; empty: any, always without credentials",
+	"pins":                      "repos kept from eviction and prune, here and in the shared store: [datasets/]ns/name[@rev]; `hubproxy cache pin` adds to the cache's own list",
 	"allow-repos":               "serve only repos matching one of these patterns, e.g. Qwen/*,datasets/org/*; empty: every repo",
 	"deny-repos":                "never serve repos matching these patterns (wins over allow-repos)",
 	"client-tokens-file":        "file of accepted caller tokens, one per line; callers must send one as Authorization: Bearer",

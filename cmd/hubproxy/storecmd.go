@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hubproxy/hubproxy/internal/bytesize"
+	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
@@ -36,6 +37,7 @@ when next asked.`,
 
 func addStoreFlags(f *pflag.FlagSet) {
 	f.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
+	f.String("cache-dir", defaultCacheDir(), "this node's cache root, through which pins are resolved")
 	f.String("shared-store", "", "the shared store: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&use_path_style=true] or file:///DIR")
 }
 
@@ -129,7 +131,10 @@ func newStorePruneCmd() *cobra.Command {
 		Long: `prune removes whole files' chunks from the shared store. Object stores keep no
 access time, so files go by when their newest chunk was put: those older than
 --older-than, then the oldest until the rest fit in --max-bytes. Claims left by
-nodes that died (older than an hour) go too. Nodes fetch a pruned file from
+nodes that died (older than an hour) go too. Files of pinned repos are kept:
+the store knows files only by content hash, so pins are resolved through this
+node's cache directory (--cache-dir), which must hold the pinned models; run
+prune on a node that has them. Nodes fetch a pruned file from
 upstream again when next asked. A lifecycle rule on the bucket does the same
 by age without this command.`,
 		Example: `  hubproxy cache store prune --shared-store s3://models-cache/hubproxy --older-than 30d
@@ -155,6 +160,14 @@ by age without this command.`,
 				}
 			}
 			o.DryRun = dryRun
+			keep, err := storePins(cmd)
+			if err != nil {
+				return err
+			}
+			if len(keep) > 0 {
+				o.Keep = func(etag string) bool { return keep[etag] }
+				fmt.Fprintf(cmd.OutOrStdout(), "keeping %s of pinned repos\n", plural(len(keep), "file"))
+			}
 			s, err := openStore(cmd)
 			if err != nil {
 				return err
@@ -170,6 +183,24 @@ by age without this command.`,
 	f.StringVar(&olderThan, "older-than", "", "remove files whose newest chunk was put longer ago (90m, 36h, 30d, 2w)")
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be removed, remove nothing")
 	return cmd
+}
+
+// storePins returns the content hashes of the files pins cover in this
+// node's cache directory. Pins whose files it does not hold are an error:
+// prune would otherwise remove what they were meant to keep.
+func storePins(cmd *cobra.Command) (map[string]bool, error) {
+	dir, configured, recorded, err := pinsInEffect(cmd)
+	if err != nil || len(configured)+len(recorded) == 0 {
+		return nil, err
+	}
+	keep, err := cache.PinnedETags(dir, configured)
+	if err != nil {
+		return nil, fmt.Errorf("resolving pins through %s: %w", dir, err)
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("pins are set but %s holds none of their files, so prune cannot tell which chunks to keep; run it on a node that has the pinned models", dir)
+	}
+	return keep, nil
 }
 
 func printStorePrune(w io.Writer, rep sharedfill.PruneReport, o sharedfill.PruneOptions) {

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,7 +24,8 @@ func TestCacheStoreCommands(t *testing.T) {
 	etag := hex.EncodeToString(sum[:])
 	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/st", Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	store := "file://" + t.TempDir()
-	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: t.TempDir(), SharedStore: store, ChunkSize: 1 << 20}, nil)
+	cacheDir := t.TempDir()
+	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: cacheDir, SharedStore: store, ChunkSize: 1 << 20}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +52,20 @@ func TestCacheStoreCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "would remove "+etag) {
 		t.Fatalf("prune --dry-run: %v\n%s", err, out)
 	}
+	// Pinned through this node's cache, the file's chunks stay.
+	if out, err := runCmd(t, "cache", "pin", "org/st", "--cache-dir", cacheDir); err != nil {
+		t.Fatalf("pin: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "cache", "store", "prune", "--shared-store", store, "--cache-dir", cacheDir, "--older-than", "0s")
+	if err != nil || !strings.Contains(out, "keeping 1 file of pinned repos") || !strings.Contains(out, "removed 0 files") {
+		t.Fatalf("prune of a pinned file: %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, "cache", "store", "prune", "--shared-store", store, "--cache-dir", t.TempDir(), "--older-than", "0s", "--config", pinsConfig(t)); err == nil {
+		t.Fatalf("prune with pins this node cannot resolve ran:\n%s", out)
+	}
+	if _, err := runCmd(t, "cache", "unpin", "org/st", "--cache-dir", cacheDir); err != nil {
+		t.Fatal(err)
+	}
 	out, err = runCmd(t, "cache", "store", "prune", "--shared-store", store, "--older-than", "0s", "--max-bytes", "1MiB")
 	if err != nil || !strings.Contains(out, "removed 1 file") {
 		t.Fatalf("prune: %v\n%s", err, out)
@@ -63,4 +80,13 @@ func TestCacheStoreCommands(t *testing.T) {
 	if _, err := runCmd(t, "cache", "store", "ls", "--shared-store", "gs://x"); err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Errorf("ls of a gs:// store: %v", err)
 	}
+}
+
+// pinsConfig writes a config file that pins org/st.
+func pinsConfig(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "hubproxy.yaml")
+	if err := os.WriteFile(p, []byte("pins: [org/st]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -49,23 +49,26 @@ type Config struct {
 	DenyRepos  []string `mapstructure:"deny-repos"`
 	// ClientTokensFile, when set, names a file of accepted caller tokens
 	// (one per line, # comments): callers must present one.
-	ClientTokensFile string        `mapstructure:"client-tokens-file"`
-	PublicURL        string        `mapstructure:"public-url"`
-	Offline          bool          `mapstructure:"offline"`
-	CacheDir         string        `mapstructure:"cache-dir"`
-	CacheMaxBytes    int64         `mapstructure:"cache-max-bytes"`
-	MinFreeBytes     int64         `mapstructure:"cache-min-free-bytes"`
-	BlockSize        int64         `mapstructure:"block-size"`
-	ChunkSize        int64         `mapstructure:"chunk-size"`
-	ReadAhead        int           `mapstructure:"read-ahead"`
-	UpstreamConns    int           `mapstructure:"upstream-parallelism"`
-	RevisionTTL      time.Duration `mapstructure:"revision-ttl"`
-	AccessTTL        time.Duration `mapstructure:"access-ttl"`
-	PublicTTL        time.Duration `mapstructure:"public-ttl"`
-	OutageGrace      time.Duration `mapstructure:"outage-grace"`
-	URLTTL           time.Duration `mapstructure:"url-ttl"`
-	FillTimeout      time.Duration `mapstructure:"fill-timeout"`
-	StallTimeout     time.Duration `mapstructure:"stall-timeout"`
+	ClientTokensFile string `mapstructure:"client-tokens-file"`
+	PublicURL        string `mapstructure:"public-url"`
+	Offline          bool   `mapstructure:"offline"`
+	CacheDir         string `mapstructure:"cache-dir"`
+	CacheMaxBytes    int64  `mapstructure:"cache-max-bytes"`
+	// Pins are repos ("[datasets/]ns/name[@rev]") kept from eviction and
+	// from pruning, on this node and in the shared store.
+	Pins          []string      `mapstructure:"pins"`
+	MinFreeBytes  int64         `mapstructure:"cache-min-free-bytes"`
+	BlockSize     int64         `mapstructure:"block-size"`
+	ChunkSize     int64         `mapstructure:"chunk-size"`
+	ReadAhead     int           `mapstructure:"read-ahead"`
+	UpstreamConns int           `mapstructure:"upstream-parallelism"`
+	RevisionTTL   time.Duration `mapstructure:"revision-ttl"`
+	AccessTTL     time.Duration `mapstructure:"access-ttl"`
+	PublicTTL     time.Duration `mapstructure:"public-ttl"`
+	OutageGrace   time.Duration `mapstructure:"outage-grace"`
+	URLTTL        time.Duration `mapstructure:"url-ttl"`
+	FillTimeout   time.Duration `mapstructure:"fill-timeout"`
+	StallTimeout  time.Duration `mapstructure:"stall-timeout"`
 	// MetadataTimeout bounds one upstream metadata call (a HEAD, an API
 	// answer's headers), retries included; the one huggingface_hub gives a
 	// HEAD is 10s, so a slower answer is worthless to the client anyway.
@@ -140,6 +143,19 @@ func Defaults() Config {
 	}
 }
 
+// ParsedPins parses Pins.
+func (c Config) ParsedPins() ([]cache.Pin, error) {
+	out := make([]cache.Pin, 0, len(c.Pins))
+	for _, s := range c.Pins {
+		p, err := cache.ParsePin(s)
+		if err != nil {
+			return nil, fmt.Errorf("pins: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // Validate reports the first configuration error in words a user can act on.
 func (c Config) Validate() error {
 	if dir, ok := strings.CutPrefix(c.Upstream, "dir:"); ok {
@@ -162,6 +178,9 @@ func (c Config) Validate() error {
 	}
 	if c.BlockSize > 0 && c.ChunkSize > 0 && c.ChunkSize < c.BlockSize {
 		return fmt.Errorf("chunk-size (%d) must be at least block-size (%d)", c.ChunkSize, c.BlockSize)
+	}
+	if _, err := c.ParsedPins(); err != nil {
+		return err
 	}
 	if c.SharedStore != "" {
 		if c.Offline {
@@ -253,6 +272,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if shared != nil {
 		cleanup.push(shared.Close)
 	}
+	pins, _ := cfg.ParsedPins() // checked by Validate
 	store, err := cache.Open(cache.Options{
 		Dir:          cfg.CacheDir,
 		MaxBytes:     cfg.CacheMaxBytes,
@@ -262,6 +282,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		ReadAhead:    cfg.ReadAhead,
 		MaxFills:     cfg.UpstreamConns,
 		FillTimeout:  cfg.FillTimeout,
+		Pins:         pins,
 		OnFillError:  func(err error) { m.ObserveFillError(fillErrorReason(err)) },
 		// A file that failed verification may have come from the
 		// shared store: drop the store's copy, so it is fetched anew.

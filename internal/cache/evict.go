@@ -1,8 +1,8 @@
 package cache
 
 // evictFor makes room for the bytes fills have reserved. It removes the least
-// recently opened items that nobody holds (no handle, fill or promotion),
-// blobs and partials alike, until the store fits MaxBytes and the filesystem
+// recently opened items that nobody holds (no handle, fill or promotion) and
+// no pin covers (pins.go), blobs and partials alike, until the store fits MaxBytes and the filesystem
 // keeps MinFreeBytes free. If that is not possible the fill goes ahead anyway:
 // the cache serves over budget rather than deadlocking, and says so in the
 // log (once per episode).
@@ -16,6 +16,7 @@ func (s *Store) evictFor() {
 		return
 	}
 
+	pins := s.currentPins() // built off the lock: it reads the disk
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Measured under the lock, so concurrent fills see each other's
@@ -30,7 +31,7 @@ func (s *Store) evictFor() {
 	for e := s.lru.Back(); e != nil && s.needLocked(free, freed) > 0; {
 		prev := e.Prev()
 		it := e.Value.(*item)
-		if it.refs.Load() == 0 {
+		if it.refs.Load() == 0 && !s.pinnedLocked(pins, it) {
 			freed += it.bytes.Load()
 			s.removeLocked(it)
 			s.stats.evictions.Add(1)
@@ -41,7 +42,7 @@ func (s *Store) evictFor() {
 	if need := s.needLocked(free, freed); need <= 0 {
 		s.overBudget.Store(false)
 	} else if !s.overBudget.Swap(true) {
-		s.log.Warn("cache: over budget and everything left is in use; serving anyway",
+		s.log.Warn("cache: over budget and everything left is in use or pinned; serving anyway",
 			"need", need, "used", s.used.Load(), "max", s.opts.MaxBytes)
 	}
 }
@@ -60,4 +61,15 @@ func (s *Store) needLocked(free, freed int64) int64 {
 		need = max(need, s.opts.MinFreeBytes+reserved-(free+freed))
 	}
 	return need
+}
+
+// pinnedLocked reports whether a pin covers it. The caller holds s.mu.
+func (s *Store) pinnedLocked(pins *pinIndex, it *item) bool {
+	if pins == nil {
+		return false
+	}
+	it.mu.Lock()
+	links := it.links
+	it.mu.Unlock()
+	return pins.pinned(it.key.repo, it.key.etag, links)
 }

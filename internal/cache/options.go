@@ -24,6 +24,9 @@ type Options struct {
 	// open for the next reader; default 256, negative for none.
 	OpenFiles int
 	Logger    *slog.Logger // nil = discard
+	// Pins are kept from eviction, besides those `hubproxy cache pin`
+	// records in the directory (pins.go).
+	Pins []Pin
 	// OnFillError, when set, is told each fill that ended early with an
 	// error (not a cancellation), so metrics can say why fills fail.
 	OnFillError func(err error)

@@ -75,6 +75,7 @@ func (s *Store) promote(it *item) {
 	}
 
 	s.stats.promotions.Add(1)
+	s.pins.dirty.Store(true) // new snapshot links: a pinned commit may cover it
 	s.mu.Lock()
 	it.saveMu.Lock()
 	it.mu.Lock()

@@ -100,6 +100,8 @@ type PruneOptions struct {
 	StaleAfter time.Duration
 	// DryRun reports what would be removed, and removes nothing.
 	DryRun bool
+	// Pins are kept, besides the pins recorded in the directory.
+	Pins []Pin
 	// Now is the reference time; zero means time.Now().
 	Now time.Time
 }
@@ -115,11 +117,13 @@ type PruneReport struct {
 	Before, After int64 // bytes held by blobs and partials
 	Freed         int64 // bytes removed, orphans included
 	Removed       []Pruned
-	Over          bool // After is still above MaxBytes: what is left is protected by StaleAfter
+	Pinned        int64 // bytes kept because a pin covers them
+	Over          bool  // After is still above MaxBytes: what is left is protected by StaleAfter or pins
 }
 
 // Prune removes orphaned files, then entries unused for OlderThan, then the
-// least recently used entries until the total is at most MaxBytes. A blob
+// least recently used entries until the total is at most MaxBytes. Entries
+// pins cover are never removed. A blob
 // goes with the snapshot links that point at it, and a repo left with
 // nothing goes entirely.
 func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, error) {
@@ -189,11 +193,19 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, err
 	}
 
 	// Least recently used first; recent partials are in use.
+	filePins, err := ReadPins(dir)
+	if err != nil {
+		return PruneReport{}, err
+	}
+	pins := indexPins(dir, append(slices.Clone(opts.Pins), filePins...))
 	lru := slices.Clone(inv.entries)
 	slices.SortStableFunc(lru, func(a, b Entry) int { return a.LastAccess.Compare(b.LastAccess) })
 	kept := lru[:0]
 	for _, e := range lru {
 		switch {
+		case pins.pinned(e.Repo, e.ETag, nil):
+			rep.Pinned += e.Bytes
+			continue
 		case e.Partial && now.Sub(e.LastAccess) < stale:
 		case opts.OlderThan > 0 && now.Sub(e.LastAccess) >= opts.OlderThan:
 			remove(e, "older-than")

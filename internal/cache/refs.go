@@ -39,6 +39,7 @@ func (s *Store) WriteRef(repo hub.Repo, rev, commit string) error {
 	if err := writeFileAtomic(s.paths.tmp(), s.paths.ref(repo, rev), []byte(commit)); err != nil {
 		return fmt.Errorf("cache: writing ref: %w", err)
 	}
+	s.pins.dirty.Store(true) // a pin of this branch may now mean another commit
 	return nil
 }
 

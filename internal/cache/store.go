@@ -70,6 +70,7 @@ type Store struct {
 	stats      counters
 	waiters    atomic.Int64 // readers blocked in ensure
 	readers    atomic.Int64 // sequential readers of partial files, sharing MaxFills (pace.go)
+	pins       pinState     // what eviction must keep (pins.go)
 
 	lock    *dirLock    // held from Open to Close
 	meta    *metaBudget // keeps .hubproxy/meta bounded
