@@ -57,6 +57,8 @@ test: lint e2e-deps minio
 	# The cgo CUDA copier against a fake driver built from C in the test.
 	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
 	$(GO) test $(TEST_FLAGS) -tags cuda -run GPUBench ./cmd/hubproxy/
+	# The GPU check script, up to the device boundary (fake driver).
+	$(MAKE) gpu-check-dry
 	# Two minutes of chaos against real hubproxy processes (soak/soak.mk).
 	$(MAKE) soak-ci
 
@@ -81,3 +83,16 @@ include bench/bench.mk
 
 # soak, soak-ci: hubproxy under hostile traffic, checked by an oracle.
 include soak/soak.mk
+
+# gpu-check: GPU staging measured on a real GPU (scripts/gpu-check.sh), one
+# command for a machine with an NVIDIA GPU; gpu-check-dry runs the same script
+# against the fake driver, as CI does. gpu-check-prep builds the binaries it
+# needs on a machine with Go, for a GPU machine without it.
+.PHONY: gpu-check gpu-check-dry gpu-check-prep
+gpu-check:
+	scripts/gpu-check.sh
+gpu-check-dry:
+	scripts/gpu-check.sh --dry-run --out $${GPU_CHECK_OUT:-/tmp}
+gpu-check-prep:
+	CGO_ENABLED=1 $(GO) build -tags cuda -o bin/hubproxy-cuda ./cmd/hubproxy
+	CGO_ENABLED=1 $(GO) test -c -tags cuda -o bin/gpu-cuda.test ./internal/gpu

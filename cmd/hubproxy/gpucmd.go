@@ -36,9 +36,11 @@ func newGPUCmd() *cobra.Command {
   1. the pinned host→device ceiling (the staging pipeline's pinned buffers and
      async copies, without reads),
   2. a pageable host→device copy (cuMemcpyHtoD from malloc'd memory),
-  3. hubproxy staging a synthetic safetensors model of --size from its warm
-     cache through POST /gpu/stage (reads from the cache included),
-and prints the ratios. It needs a binary built with -tags cuda and a driver.`,
+  3. hubproxy staging a synthetic safetensors model of --size through
+     POST /gpu/stage: first with an empty cache (every byte filled from a
+     local dir: upstream on its way), then from the warm cache,
+and prints the ratios, then checks that no lease and no device memory is
+left behind. It needs a binary built with -tags cuda and a driver.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := bytesize.Parse(size)
@@ -81,32 +83,68 @@ func runGPUBench(ctx context.Context, out io.Writer, driverPath string, device i
 	if err != nil {
 		return fmt.Errorf("copy ceilings: %w", err)
 	}
-	staged, secs, err := benchStaging(ctx, c, device, size, tensorBytes)
+	freeBefore := deviceFree(c, device)
+	st, err := benchStaging(ctx, c, device, size, tensorBytes)
 	if err != nil {
 		return fmt.Errorf("staging: %w", err)
 	}
-	stageGBps := float64(staged) / secs / 1e9
-	fmt.Fprintf(out, "\n%-44s %10s %10s\n", "measurement", "GB/s", "seconds")
-	fmt.Fprintf(out, "%-44s %10.2f %10.3f\n", "pinned host→device (ceiling)", ceil.PinnedGBps, ceil.Pinned.Seconds())
-	fmt.Fprintf(out, "%-44s %10.2f %10.3f\n", "pageable host→device", ceil.PageableGBps, ceil.Pageable.Seconds())
-	fmt.Fprintf(out, "%-44s %10.2f %10.3f\n", "hubproxy staging from the warm cache", stageGBps, secs)
+	gbps := func(secs float64) float64 { return float64(st.bytes) / secs / 1e9 }
+	fmt.Fprintf(out, "\n%-48s %10s %10s\n", "measurement", "GB/s", "seconds")
+	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "pinned host→device (ceiling)", ceil.PinnedGBps, ceil.Pinned.Seconds())
+	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "pageable host→device", ceil.PageableGBps, ceil.Pageable.Seconds())
+	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "hubproxy staging, cold cache (dir: upstream)", gbps(st.cold), st.cold)
+	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "hubproxy staging from the warm cache", gbps(st.warm), st.warm)
 	fmt.Fprintf(out, "\nstaging / pinned ceiling: %.2f\npinned / pageable: %.2f\nstaging / pageable: %.2f\n",
-		stageGBps/ceil.PinnedGBps, ceil.Speedup(), stageGBps/ceil.PageableGBps)
+		gbps(st.warm)/ceil.PinnedGBps, ceil.Speedup(), gbps(st.warm)/ceil.PageableGBps)
+
+	// Nothing may be left behind: no lease, and the device's free memory
+	// back where it was before staging (within the driver's own slack).
+	leases := len(c.Leases())
+	lost := int64(0)
+	if freeBefore >= 0 {
+		if after := deviceFree(c, device); after >= 0 {
+			lost = max(0, freeBefore-after)
+		}
+	}
+	fmt.Fprintf(out, "leases left: %d\ndevice memory not returned: %d bytes\n", leases, lost)
+	if leases > 0 || lost > leakSlack {
+		return fmt.Errorf("staging left %d leases and %d bytes of device memory behind", leases, lost)
+	}
 	return nil
 }
 
-// benchStaging writes a synthetic model of about size bytes, serves it to an
-// in-process hubproxy from a directory, warms its cache, then stages every
-// tensor through the admin API and reports the lease's bytes and time.
-func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBytes int64) (int64, float64, error) {
+// leakSlack is device memory the driver may keep after frees (its own pools,
+// the context's growth): less than this is not counted as a leak.
+const leakSlack = 64 << 20
+
+// deviceFree is the device's free memory, or -1 if unknown.
+func deviceFree(c *gpu.Copier, device int) int64 {
+	devs, err := c.Devices()
+	if err != nil || device >= len(devs) {
+		return -1
+	}
+	return devs[device].FreeBytes
+}
+
+// stagingTimes is what benchStaging measured: the bytes staged each time,
+// and the seconds staging took with an empty cache and with a warm one.
+type stagingTimes struct {
+	bytes      int64
+	cold, warm float64
+}
+
+// benchStaging writes a synthetic model of about size bytes and serves it to
+// an in-process hubproxy from a directory, then stages every tensor through
+// the admin API twice: with the cache empty (cold), then warm.
+func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBytes int64) (stagingTimes, error) {
 	tmp, err := os.MkdirTemp("", "hubproxy-gpu-bench-")
 	if err != nil {
-		return 0, 0, err
+		return stagingTimes{}, err
 	}
 	defer os.RemoveAll(tmp)
 	repoDir := filepath.Join(tmp, "models", "bench", "model")
 	if err := os.MkdirAll(repoDir, 0o755); err != nil {
-		return 0, 0, err
+		return stagingTimes{}, err
 	}
 	var tensors []demoTensor
 	r := rand.New(rand.NewChaCha8([32]byte{7}))
@@ -121,12 +159,12 @@ func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBy
 		tensors = append(tensors, demoTensor{name: fmt.Sprintf("t.%05d", i), shape: []int64{int64(len(data) / 2)}, data: data})
 	}
 	if err := os.WriteFile(filepath.Join(repoDir, "model.safetensors"), safetensorsFile(tensors), 0o644); err != nil {
-		return 0, 0, err
+		return stagingTimes{}, err
 	}
 	tensors = nil
 	h, err := app.Build(app.Config{Upstream: "dir:" + filepath.Join(tmp, "models"), CacheDir: filepath.Join(tmp, "cache"), Stager: c}, nil)
 	if err != nil {
-		return 0, 0, err
+		return stagingTimes{}, err
 	}
 	defer h.Close()
 	do := func(hd http.Handler, method, path, body string) (*httptest.ResponseRecorder, error) {
@@ -138,20 +176,27 @@ func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBy
 		}
 		return rec, nil
 	}
-	// Warm the cache: the whole file, so staging reads only local bytes.
-	if _, err := do(h.Main, http.MethodGet, "/bench/model/resolve/main/model.safetensors", ""); err != nil {
-		return 0, 0, err
+	stage := func() (int64, float64, error) {
+		start := time.Now()
+		rec, err := do(h.Admin, http.MethodPost, "/gpu/stage", `{"repo":"bench/model","prefix":"t.","device":`+strconv.Itoa(device)+`}`)
+		if err != nil {
+			return 0, 0, err
+		}
+		secs := time.Since(start).Seconds()
+		var lease server.StageResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &lease); err != nil {
+			return 0, 0, err
+		}
+		return lease.Bytes, secs, c.Release(lease.Lease)
 	}
-	start := time.Now()
-	rec, err := do(h.Admin, http.MethodPost, "/gpu/stage", `{"repo":"bench/model","prefix":"t.","device":`+strconv.Itoa(device)+`}`)
-	if err != nil {
-		return 0, 0, err
+	var st stagingTimes
+	// Cold: the cache is empty; staging fills it on the way.
+	if _, st.cold, err = stage(); err != nil {
+		return st, fmt.Errorf("cold: %w", err)
 	}
-	secs := time.Since(start).Seconds()
-	var lease server.StageResponse
-	if err := json.Unmarshal(rec.Body.Bytes(), &lease); err != nil {
-		return 0, 0, err
+	// Warm: every byte is in the cache now.
+	if st.bytes, st.warm, err = stage(); err != nil {
+		return st, fmt.Errorf("warm: %w", err)
 	}
-	c.Release(lease.Lease)
-	return lease.Bytes, secs, nil
+	return st, nil
 }

@@ -24,7 +24,7 @@ func TestGPUBenchAgainstTheFakeDriver(t *testing.T) {
 	if err := runGPUBench(context.Background(), &buf, lib, 0, 16<<20, 4<<20, 0); err != nil {
 		t.Fatalf("gpu bench: %v\n%s", err, buf.String())
 	}
-	for _, want := range []string{"pinned host→device", "pageable host→device", "hubproxy staging from the warm cache", "staging / pinned ceiling"} {
+	for _, want := range []string{"pinned host→device", "pageable host→device", "hubproxy staging, cold cache", "hubproxy staging from the warm cache", "staging / pinned ceiling", "leases left: 0"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, buf.String())
 		}
