@@ -287,29 +287,17 @@ func newCachePruneCmd() *cobra.Command {
 filesystem records it, else by download time): those unused for --older-than, then
 more until blobs and partials fit in --max-bytes. A blob goes with its snapshot
 links, a repository left empty goes entirely, and orphaned temporary files go
-too. Pinned repos (hubproxy cache pin, config key pins) are kept. Partial files written within --stale-after are kept, as a running server may
-be filling them.`,
+too. Pinned repos (hubproxy cache pin, config key pins) are kept, and so are
+partial files written within --stale-after, as a running server may be filling
+them.`,
 		Example: `  hubproxy cache prune --max-bytes 500GiB
   hubproxy cache prune --older-than 30d --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var o cache.PruneOptions
 			var err error
-			if maxBytes == "" && olderThan == "" {
-				return errors.New("give --max-bytes, --older-than or both")
-			}
-			if maxBytes != "" {
-				if o.MaxBytes, err = bytesize.Parse(maxBytes); err != nil {
-					return fmt.Errorf("--max-bytes: %w", err)
-				}
-				if o.MaxBytes == 0 {
-					return errors.New("--max-bytes 0 would empty the cache; remove the directory instead")
-				}
-			}
-			if olderThan != "" {
-				if o.OlderThan, err = parseAge(olderThan); err != nil {
-					return fmt.Errorf("--older-than: %w", err)
-				}
+			if o.MaxBytes, o.OlderThan, err = pruneLimits(maxBytes, olderThan, "the cache; remove the directory instead"); err != nil {
+				return err
 			}
 			if o.StaleAfter, err = parseAge(staleAfter); err != nil {
 				return fmt.Errorf("--stale-after: %w", err)
@@ -365,6 +353,28 @@ func printPrune(w io.Writer, rep cache.PruneReport, o cache.PruneOptions) {
 	if rep.Over {
 		fmt.Fprintln(w, "still over the target: the rest is pinned, or partial files written within --stale-after")
 	}
+}
+
+// pruneLimits parses prune's --max-bytes and --older-than, at least one of
+// which is required; a zero size would empty what empties says.
+func pruneLimits(maxBytes, olderThan, empties string) (size int64, age time.Duration, err error) {
+	if maxBytes == "" && olderThan == "" {
+		return 0, 0, errors.New("give --max-bytes, --older-than or both")
+	}
+	if maxBytes != "" {
+		if size, err = bytesize.Parse(maxBytes); err != nil {
+			return 0, 0, fmt.Errorf("--max-bytes: %w", err)
+		}
+		if size == 0 {
+			return 0, 0, errors.New("--max-bytes 0 would empty " + empties)
+		}
+	}
+	if olderThan != "" {
+		if age, err = parseAge(olderThan); err != nil {
+			return 0, 0, fmt.Errorf("--older-than: %w", err)
+		}
+	}
+	return size, age, nil
 }
 
 // parseAge reads a time.ParseDuration value, plus whole days ("30d") and

@@ -143,21 +143,8 @@ by age without this command.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var o sharedfill.PruneOptions
 			var err error
-			if maxBytes == "" && olderThan == "" {
-				return errors.New("give --max-bytes, --older-than or both")
-			}
-			if maxBytes != "" {
-				if o.MaxBytes, err = bytesize.Parse(maxBytes); err != nil {
-					return fmt.Errorf("--max-bytes: %w", err)
-				}
-				if o.MaxBytes == 0 {
-					return errors.New("--max-bytes 0 would empty the store; delete its prefix instead")
-				}
-			}
-			if olderThan != "" {
-				if o.OlderThan, err = parseAge(olderThan); err != nil {
-					return fmt.Errorf("--older-than: %w", err)
-				}
+			if o.MaxBytes, o.OlderThan, err = pruneLimits(maxBytes, olderThan, "the store; delete its prefix instead"); err != nil {
+				return err
 			}
 			o.DryRun = dryRun
 			keep, err := storePins(cmd)
