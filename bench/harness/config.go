@@ -1,8 +1,10 @@
 // Package harness runs hubproxy's benchmark: a fake hub shaped like a CDN,
 // hubproxy, and nginx with slice + proxy_cache in front of the same upstream,
 // all on loopback, plus aria2c as a multi-connection download client, through
-// nine scenarios, and writes a Markdown report of ratios (hubproxy / peer),
-// raw figures and the machine's own ceiling for a cold download.
+// nine scenarios, then a cluster of hubproxy nodes with and without a shared
+// store (MinIO, file://) against one shared pod, and writes a Markdown report
+// of ratios (hubproxy / peer), raw figures, the cluster's figures and the
+// machine's own ceiling for a cold download.
 //
 // Everything it starts runs in its own process group and is killed when Run
 // returns, when its context is cancelled (signals, via the caller) and when
@@ -64,6 +66,18 @@ type Config struct {
 	Shards, ShardTensors int
 	ShardRows, ShardCols int64
 
+	// ClusterSize is the cold file of the cluster scenario (10). When it
+	// equals LargeSize the scenario reads the large model itself, so the
+	// fake hub holds no second copy.
+	ClusterSize int64
+	// ClusterNodes is the number of hubproxy nodes in scenario 10, and
+	// ClusterClients the number of clients on each.
+	ClusterNodes, ClusterClients int
+	// MinioBin is the MinIO server the cluster's S3 store runs on; "" means
+	// $HUBPROXY_MINIO, else the one `make minio` builds into the module's
+	// .tools/ (built there first if missing, unless NoInstall).
+	MinioBin string
+
 	// RangeConns is the number of concurrent connections in scenario 3.
 	RangeConns int
 	// RangeDuration is how long each scenario-3 run lasts.
@@ -96,34 +110,39 @@ type Config struct {
 	// Verify checks the sha256 of every full download (costs CPU; on in
 	// quick mode so a broken proxy fails the test).
 	Verify bool
-	// NoInstall refuses to apt-get install nginx or aria2 when missing.
+	// NoInstall refuses to apt-get install nginx or aria2, or build MinIO,
+	// when missing.
 	NoInstall bool
 }
 
 // Default is `make bench`: a 2 GiB model from an upstream capped at
-// 50 MiB/s per connection with 20 ms latency, three repetitions; about ten
-// minutes on two cores.
+// 50 MiB/s per connection with 20 ms latency, three repetitions, and a
+// cluster of 8 nodes × 4 clients on the same 2 GiB; about twenty minutes on
+// two cores, half of it the cluster.
 func Default() Config {
 	return Config{
-		Mode:          "default",
-		OutDir:        "bench/results",
-		Reps:          3,
-		Bandwidth:     50 * MiB,
-		Latency:       20 * time.Millisecond,
-		LargeSize:     2 * GiB,
-		TensorSize:    32 * MiB,
-		HerdSize:      256 * MiB,
-		HerdClients:   32,
-		Shards:        16,
-		ShardTensors:  256,
-		ShardRows:     256,
-		ShardCols:     128,
-		RangeConns:    64,
-		RangeDuration: 5 * time.Second,
-		RangeMin:      4 * KiB,
-		RangeMax:      1 * MiB,
-		SliceSize:     8 * MiB,
-		NginxWorkers:  "auto",
+		Mode:           "default",
+		OutDir:         "bench/results",
+		Reps:           3,
+		Bandwidth:      50 * MiB,
+		Latency:        20 * time.Millisecond,
+		LargeSize:      2 * GiB,
+		TensorSize:     32 * MiB,
+		HerdSize:       256 * MiB,
+		HerdClients:    32,
+		ClusterSize:    2 * GiB,
+		ClusterNodes:   8,
+		ClusterClients: 4,
+		Shards:         16,
+		ShardTensors:   256,
+		ShardRows:      256,
+		ShardCols:      128,
+		RangeConns:     64,
+		RangeDuration:  5 * time.Second,
+		RangeMin:       4 * KiB,
+		RangeMax:       1 * MiB,
+		SliceSize:      8 * MiB,
+		NginxWorkers:   "auto",
 
 		FixedRangeConns: 32,
 		SmallRange:      4 * KiB,
@@ -146,6 +165,12 @@ func Quick() Config {
 	c.LargeSize = 24 * MiB
 	c.TensorSize = 2 * MiB
 	c.HerdSize = 8 * MiB
+	// The large model again: four 8 MiB chunks (the last one short), so
+	// the nodes share several chunks, not one whole file; few nodes, so the
+	// scenario adds seconds, not minutes.
+	c.ClusterSize = c.LargeSize
+	c.ClusterNodes = 3
+	c.ClusterClients = 2
 	c.Shards = 4
 	c.ShardTensors = 64
 	c.ShardRows = 64
@@ -178,6 +203,8 @@ func (c Config) Validate() error {
 		return bad("large size must hold at least two tensors")
 	case c.HerdSize < MiB || c.HerdClients < 1:
 		return bad("herd size must be at least 1 MiB and herd clients at least 1")
+	case c.ClusterSize < MiB || c.ClusterNodes < 2 || c.ClusterClients < 1:
+		return bad("cluster file must be at least 1 MiB, with at least 2 nodes (one has nobody to share with) and 1 client each")
 	case c.Shards < 1 || c.ShardTensors < 1 || c.ShardRows < 1 || c.ShardCols < 1:
 		return bad("sharded model dimensions must be positive")
 	case c.RangeConns < 1 || c.RangeDuration <= 0:

@@ -15,6 +15,7 @@ import (
 const (
 	largeRepo   = "bench/large"
 	herdRepo    = "bench/herd"
+	clusterRepo = "bench/cluster"
 	shardedRepo = "bench/sharded"
 	weightsFile = "model.safetensors"
 	indexFile   = "model.safetensors.index.json"
@@ -25,9 +26,10 @@ const (
 type fixtures struct {
 	large       modelFile
 	herd        modelFile
-	shardFiles  []string // shard paths in index order
-	shardBytes  int64    // sum of the shards' sizes
-	shardHeader int64    // sum of the shards' 8-byte prefix + header lengths
+	cluster     modelFile // the large model itself when the sizes match
+	shardFiles  []string  // shard paths in index order
+	shardBytes  int64     // sum of the shards' sizes
+	shardHeader int64     // sum of the shards' 8-byte prefix + header lengths
 }
 
 // modelFile is one safetensors file of a repo.
@@ -102,6 +104,10 @@ func addFixtures(h *hubtest.Hub, cfg Config) fixtures {
 	fx.large = single(largeRepo, 1, cfg.LargeSize, cfg.TensorSize)
 	herdTensor := min(cfg.TensorSize, cfg.HerdSize/2) / 128 * 128
 	fx.herd = single(herdRepo, 2, cfg.HerdSize, herdTensor)
+	fx.cluster = fx.large
+	if cfg.ClusterSize != cfg.LargeSize {
+		fx.cluster = single(clusterRepo, 3, cfg.ClusterSize, min(cfg.TensorSize, cfg.ClusterSize/2)/128*128)
+	}
 
 	files := hubtest.ShardedModel("", cfg.Shards, cfg.ShardTensors, cfg.ShardRows, cfg.ShardCols)
 	for _, f := range files {

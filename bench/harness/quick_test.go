@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 )
 
 // logWriter sends progress lines to the test log.
@@ -20,11 +22,13 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // TestQuickBenchmark is `make bench-quick` end to end: the fake hub,
 // hubproxy (built from this module), nginx and aria2c on loopback, the
-// ceiling probes, every scenario, the report written. It checks that the run
-// completes, that the table has every scenario with figures for every target
-// that takes part in it, that the ceiling section is there, and that nothing
-// it started is left running; never the timings. (Scenario 1 itself fails
-// the run if hubproxy does not end up with the file in its cache.)
+// ceiling probes, every scenario, the cluster on MinIO and file:// stores,
+// the report written. It checks that the run completes, that the table has
+// every scenario with figures for every target that takes part in it, that
+// the cluster section has every tier's figures and that the stores shared,
+// that the ceiling section is there, and that nothing it started is left
+// running; never the timings. (Scenarios 1 and 10 themselves fail the run if
+// a hubproxy does not end up with the file in its cache.)
 //
 // It needs nginx. When nginx or aria2c is missing it installs them with
 // apt-get if it runs as root; without nginx it otherwise fails with the
@@ -38,6 +42,9 @@ func TestQuickBenchmark(t *testing.T) {
 		t.Logf("scenario 1 runs without aria2c: %v", ariaErr)
 	}
 	cfg := Quick()
+	// The cluster's MinIO, found (or built into .tools/) as every
+	// shared-store test finds it; `make test` gives it in $HUBPROXY_MINIO.
+	cfg.MinioBin = miniotest.Binary(t)
 	cfg.OutDir = t.TempDir()
 	cfg.WorkDir = t.TempDir()
 	cfg.Log = logWriter{t}
@@ -89,12 +96,58 @@ func TestQuickBenchmark(t *testing.T) {
 		}
 	}
 
+	checkCluster(t, rep, cfg)
+
 	if len(rep.Groups) == 0 {
 		t.Error("the run reports no child processes")
 	}
 	for _, pgid := range rep.Groups {
 		if left := groupMembers(pgid); len(left) != 0 {
 			t.Errorf("processes %v of group %d are still running", left, pgid)
+		}
+	}
+}
+
+// checkCluster checks scenario 10's figures: every tier has upstream and
+// time figures for every repetition, the store tiers (and only they) store
+// traffic, and sharing worked: each store tier fetched less upstream than
+// the same nodes without one, and its nodes both wrote and read the store.
+// Byte counts only, never times.
+func checkCluster(t *testing.T, rep *Report, cfg Config) {
+	t.Helper()
+	c := rep.Cluster
+	if c == nil || c.Nodes != cfg.ClusterNodes || c.Clients != cfg.ClusterClients || len(c.Measures) != 4 {
+		t.Fatalf("cluster result %+v, want %d nodes × %d clients and 4 measures", c, cfg.ClusterNodes, cfg.ClusterClients)
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, fmt.Sprintf("## Cluster: %d nodes × %d clients on one cold file", c.Nodes, c.Clients)) ||
+		!strings.Contains(md, "| Metric | Better | MinIO store / no store | file:// store / no store | MinIO store / one shared pod | file:// store / one shared pod |") ||
+		!strings.Contains(md[strings.Index(md, "## Headline"):], "Cluster, ") {
+		t.Errorf("the report lacks the cluster section, its ratios or its headline:\n%s", md)
+	}
+	byMetric := map[string]Measure{}
+	for _, m := range c.Measures {
+		byMetric[m.Metric] = m
+		for _, tier := range clusterTiers() {
+			want := cfg.Reps
+			if m.Unit == "MiB" && tier != TierS3 && tier != TierFile {
+				want = 0 // no store, no store traffic
+			}
+			if n := len(m.Samples[tier]); n != want {
+				t.Errorf("cluster %q: %d samples for %s, want %d", m.Metric, n, tier, want)
+			}
+		}
+	}
+	up := byMetric["upstream bytes / file size"]
+	none := summarize(up.Samples[TierNone]).median
+	for _, tier := range []string{TierS3, TierFile} {
+		if s := summarize(up.Samples[tier]); s.max >= none {
+			t.Errorf("%s: upstream %v× the file, not below the %v× of the nodes without a store", tier, up.Samples[tier], none)
+		}
+		for _, metric := range []string{"store bytes written", "store bytes read"} {
+			if s := summarize(byMetric[metric].Samples[tier]); s.n == 0 || s.min <= 0 {
+				t.Errorf("%s: %s %v, want some in every repetition", tier, metric, byMetric[metric].Samples[tier])
+			}
 		}
 	}
 }

@@ -27,7 +27,7 @@ func (b Better) String() string {
 
 // Measure is one metric of one scenario, sampled for each target.
 type Measure struct {
-	Scenario int    // 1–9, as numbered in bench/README.md
+	Scenario int    // 1–10, as numbered in bench/README.md
 	Title    string // the scenario's short name
 	Metric   string
 	Unit     string
@@ -51,6 +51,9 @@ type Report struct {
 	// Ceiling is the machine's own limit for a cold download (nil: not
 	// measured).
 	Ceiling *Ceiling
+	// Cluster is scenario 10, whose columns are tiers, not targets (nil:
+	// not run).
+	Cluster *Cluster
 	// Path is where the Markdown was written ("" until it is).
 	Path string
 	// Groups lists the process group of every child the run started; all
@@ -148,6 +151,11 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, " | %s", cell(summarize(m.Samples[t])))
 		}
 		fmt.Fprintf(&b, " | %s |\n", m.Note)
+	}
+
+	if c := r.Cluster; c != nil {
+		fmt.Fprintf(&b, "\n## Cluster: %d nodes × %d clients on one cold file (scenario 10; median (min–max))\n\n", c.Nodes, c.Clients)
+		b.WriteString(c.markdown())
 	}
 
 	if r.Ceiling != nil {
@@ -254,6 +262,9 @@ func (r *Report) Headline() string {
 			fmt.Fprintf(&b, " %s |", ratioCell(m, p))
 		}
 		b.WriteString("\n")
+	}
+	if r.Cluster != nil {
+		b.WriteString("\n" + r.Cluster.headline())
 	}
 	if l := r.ceilingLine(); l != "" {
 		b.WriteString("\n" + l)

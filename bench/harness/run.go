@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 )
 
 // bench is one run's state, shared by the scenarios.
@@ -33,6 +33,12 @@ type bench struct {
 	// coldRSS and herdRSS are the proxies' peak RSS (MiB) in scenarios 1
 	// and 5, reported as scenario 7.
 	coldRSS, herdRSS samples
+
+	// What the cluster scenario starts its nodes and its store with.
+	procs       *procs
+	work        string
+	hubproxyBin string
+	minio       *minio
 }
 
 // Run starts the fake hub, hubproxy and nginx, runs every scenario, writes
@@ -78,6 +84,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Machine.Aria2c = aria2Version(ariaBin)
 		}
 	}
+	minioBin, err := EnsureMinio(ctx, cfg.MinioBin, cfg.ModuleDir, !cfg.NoInstall, log)
+	if err != nil {
+		return nil, err
+	}
 	hubproxyBin := cfg.HubproxyBin
 	if hubproxyBin == "" {
 		fmt.Fprintln(log, "building hubproxy")
@@ -92,7 +102,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer hub.Close()
 	fmt.Fprintln(log, "generating synthetic models")
-	b := &bench{cfg: cfg, log: log, hub: hub, fx: addFixtures(hub, cfg)}
+	b := &bench{cfg: cfg, log: log, hub: hub, fx: addFixtures(hub, cfg), procs: g, work: work, hubproxyBin: hubproxyBin,
+		minio: &minio{bin: minioBin, procs: g, workDir: work}}
 	b.hp = newHubproxy(g, work, hubproxyBin, hub.URL)
 	b.ng = newNginx(g, work, nginxBin, hub.URL, cfg.SliceSize, cfg.NginxWorkers)
 	b.targets = []target{b.hp, b.ng, &direct{url: hub.URL}}
@@ -121,8 +132,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Measures = append(rep.Measures, b.memory()...)
 	slices.SortStableFunc(rep.Measures, func(a, b Measure) int { return cmp.Compare(a.Scenario, b.Scenario) })
+	// The warm proxies go first: the cluster needs the disk and the CPUs.
 	for _, t := range b.targets {
 		t.stop()
+	}
+	if rep.Cluster, err = b.cluster(ctx); err != nil {
+		return nil, err
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	rep.Machine.LoadEnd = loadAvg()
@@ -144,11 +159,13 @@ func (b *bench) settings() []string {
 		fmt.Sprintf("ranges (3): %d connections for %v, sizes log-uniform %s–%s", c.RangeConns, c.RangeDuration, sizeName(c.RangeMin), sizeName(c.RangeMax)),
 		fmt.Sprintf("fixed ranges (8, 9): %s and %s at random offsets, %d keep-alive connections for %v each, the harness's own HTTP/1.1 load generator",
 			sizeName(c.SmallRange), sizeName(c.BigRange), c.FixedRangeConns, c.RangeDuration),
-		"hubproxy: default settings (64 KiB blocks, 8 MiB chunks, read-ahead 4, 16 upstream requests), unlimited cache",
+		"hubproxy: default settings (64 KiB blocks, 8 MiB chunks, read-ahead 4, 16 upstream requests), unlimited cache, no admin API",
 		fmt.Sprintf("nginx: slice %s, proxy_cache + proxy_cache_lock, worker_processes %s, redirects followed by a second server block (bench/README.md)", mib(c.SliceSize), c.NginxWorkers),
 		b.ariaSetting(),
 		fmt.Sprintf("ceiling probes: %s written + fsynced into the caches' filesystem, hashed, and sent over one loopback connection", mib(c.CeilingSize)),
-		fmt.Sprintf("repetitions: %d; every cold measurement restarts the proxy with an empty cache", c.Reps),
+		fmt.Sprintf("cluster (10): %d hubproxy nodes × %d clients each, released at once on one cold %s file (%s); nodes share through MinIO %s on loopback (one drive, in the run's temporary directory) or a file:// directory, or do not share; the one shared pod serves all %d clients",
+			c.ClusterNodes, c.ClusterClients, mib(b.fx.cluster.size), b.fx.cluster.repo, miniotest.Version, c.ClusterNodes*c.ClusterClients),
+		fmt.Sprintf("repetitions: %d; every cold measurement restarts the proxy with an empty cache (the cluster: every node and the store)", c.Reps),
 	}
 }
 
@@ -173,13 +190,9 @@ func (b *bench) logf(format string, a ...any) {
 // buildHubproxy builds ./cmd/hubproxy of the module at dir (or the one the
 // working directory is in) into out.
 func buildHubproxy(ctx context.Context, dir, out string) (string, error) {
-	if dir == "" {
-		o, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-		gomod := strings.TrimSpace(string(o))
-		if err != nil || gomod == "" || gomod == os.DevNull {
-			return "", fmt.Errorf("harness: cannot find the hubproxy module from the working directory (go env GOMOD: %v)", err)
-		}
-		dir = filepath.Dir(gomod)
+	dir, err := moduleRoot(ctx, dir)
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(out, "hubproxy")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/hubproxy")

@@ -153,7 +153,7 @@ func (b *bench) coldDownload(ctx context.Context) ([]Measure, error) {
 		}
 		cached := ""
 		if t == b.hp {
-			lag, err := b.cachedBlob(ctx, f)
+			lag, err := b.cachedBlob(ctx, b.hp, f)
 			if err != nil {
 				return err
 			}
@@ -184,10 +184,10 @@ func (b *bench) coldDownload(ctx context.Context) ([]Measure, error) {
 	}, nil
 }
 
-// cachedBlob checks that the running hubproxy holds f in its cache as a
+// cachedBlob checks that the running hubproxy hp holds f in its cache as a
 // complete, verified blob (blobs/<sha256>, the full size), waiting up to
 // 10 s for it; it returns how long after the download it appeared.
-func (b *bench) cachedBlob(ctx context.Context, f modelFile) (time.Duration, error) {
+func (b *bench) cachedBlob(ctx context.Context, hp *server, f modelFile) (time.Duration, error) {
 	repo, err := hub.ParseRepo(hub.Model, f.repo)
 	if err != nil {
 		return 0, err
@@ -196,7 +196,7 @@ func (b *bench) cachedBlob(ctx context.Context, f modelFile) (time.Duration, err
 	if !ok {
 		return 0, fmt.Errorf("harness: the fake hub has no %s/%s", f.repo, f.path)
 	}
-	path := filepath.Join(b.hp.cacheDir(), repo.CacheDir(), "blobs", info.ETag)
+	path := filepath.Join(hp.cacheDir(), repo.CacheDir(), "blobs", info.ETag)
 	t0 := time.Now()
 	for {
 		fi, err := os.Stat(path)
@@ -207,7 +207,7 @@ func (b *bench) cachedBlob(ctx context.Context, f modelFile) (time.Duration, err
 			if err == nil {
 				err = fmt.Errorf("%d bytes, want %d", fi.Size(), f.size)
 			}
-			return 0, fmt.Errorf("%w: hubproxy served the whole file but did not cache it as %s: %v", ErrShort, path, err)
+			return 0, fmt.Errorf("%w: %s served the whole file but did not cache it as %s: %v", ErrShort, hp.name(), path, err)
 		}
 		time.Sleep(10 * time.Millisecond) // waiting on another process's file
 	}

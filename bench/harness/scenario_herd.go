@@ -46,6 +46,12 @@ func (b *bench) herd(ctx context.Context) ([]Measure, error) {
 // once every goroutine is ready, and returns the first error. A failure
 // cancels the others.
 func together(ctx context.Context, n int, fn func(context.Context) error) error {
+	return togetherEach(ctx, n, func(ctx context.Context, _ int) error { return fn(ctx) })
+}
+
+// togetherEach is together with each call's index (0 to n-1), for callers
+// that spread the calls over several servers.
+func togetherEach(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -56,12 +62,12 @@ func together(ctx context.Context, n int, fn func(context.Context) error) error 
 	gate := make(chan struct{})
 	ready.Add(n)
 	done.Add(n)
-	for range n {
+	for i := range n {
 		go func() {
 			defer done.Done()
 			ready.Done()
 			<-gate
-			if err := fn(ctx); err != nil {
+			if err := fn(ctx, i); err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
 		}()

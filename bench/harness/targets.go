@@ -125,19 +125,42 @@ func (s *server) stop() {
 // newHubproxy runs `hubproxy serve` against upstream with an unlimited
 // cache and otherwise default settings.
 func newHubproxy(g *procs, workDir, bin, upstream string) *server {
-	return &server{label: Hubproxy, procs: g, workDir: workDir, launch: func(dir string) (*proc, string, error) {
+	return newHubproxyNode(g, workDir, Hubproxy, bin, upstream, nil, nil)
+}
+
+// newHubproxyNode is newHubproxy under its own label (naming its directory
+// and log), with more flags and environment: one node of a cluster.
+func newHubproxyNode(g *procs, workDir, label, bin, upstream string, extraArgs, extraEnv []string) *server {
+	return &server{label: label, procs: g, workDir: workDir, launch: func(dir string) (*proc, string, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, "", err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		args := []string{"serve", "--listen", addr, "--upstream", upstream,
+		// No admin API: the benchmark does not use it, and its default
+		// socket (/run/hubproxy/admin.sock) is one per machine, which a
+		// second instance, or a hubproxy the machine really runs, would
+		// have taken over.
+		args := append([]string{"serve", "--listen", addr, "--upstream", upstream,
 			"--cache-dir", filepath.Join(dir, "cache"), "--cache-max-bytes", "0",
-			"--cache-min-free-bytes", "0", "--log-level", "warn"}
-		env := append(childEnv(), "HUBPROXY_CONFIG=")
-		p, err := g.start(Hubproxy, bin, args, env, dir+".log", syscall.SIGKILL)
+			"--cache-min-free-bytes", "0", "--log-level", "warn", "--admin-listen", ""}, extraArgs...)
+		env := append(hubproxyEnv(), extraEnv...)
+		p, err := g.start(label, bin, args, env, dir+".log", syscall.SIGKILL)
 		return p, "http://" + addr, err
 	}}
+}
+
+// hubproxyEnv is childEnv without HUBPROXY_* settings (a config file, a
+// shared store, a token the shell exports), so every instance runs with
+// the flags the harness gives it and nothing else.
+func hubproxyEnv() []string {
+	var out []string
+	for _, kv := range childEnv() {
+		if !strings.HasPrefix(kv, "HUBPROXY_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // newNginx runs nginx in the foreground with its own prefix, configuration

@@ -52,6 +52,10 @@ func run(args []string) error {
 	tensor := fs.String("tensor", sizeString(cfg.TensorSize), "size of each tensor of the large model")
 	herd := fs.String("herd", sizeString(cfg.HerdSize), "size of the file the herd downloads (scenario 5)")
 	fs.IntVar(&cfg.HerdClients, "herd-clients", cfg.HerdClients, "concurrent cold clients in scenario 5")
+	cluster := fs.String("cluster-size", sizeString(cfg.ClusterSize), "size of the cold file of the cluster scenario (10); the large model itself when equal to -large")
+	fs.IntVar(&cfg.ClusterNodes, "cluster-nodes", cfg.ClusterNodes, "hubproxy nodes in scenario 10")
+	fs.IntVar(&cfg.ClusterClients, "cluster-clients", cfg.ClusterClients, "clients on each node in scenario 10")
+	fs.StringVar(&cfg.MinioBin, "minio", cfg.MinioBin, "MinIO binary for scenario 10's S3 store (default: $HUBPROXY_MINIO, else the one make minio builds into .tools/)")
 	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "shards of the sharded model (scenario 6)")
 	fs.IntVar(&cfg.ShardTensors, "shard-tensors", cfg.ShardTensors, "tensors per shard")
 	fs.IntVar(&cfg.RangeConns, "range-conns", cfg.RangeConns, "concurrent connections in scenario 3")
@@ -66,7 +70,7 @@ func run(args []string) error {
 	slice := fs.String("slice", sizeString(cfg.SliceSize), "nginx slice size")
 	fs.StringVar(&cfg.NginxWorkers, "nginx-workers", cfg.NginxWorkers, "nginx worker_processes")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check the sha256 of every full download")
-	fs.BoolVar(&cfg.NoInstall, "no-install", cfg.NoInstall, "never apt-get install nginx-light or aria2")
+	fs.BoolVar(&cfg.NoInstall, "no-install", cfg.NoInstall, "never apt-get install nginx-light or aria2, nor build MinIO")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,7 +79,7 @@ func run(args []string) error {
 		v    *string
 		dst  *int64
 	}{{"bandwidth", bw, &cfg.Bandwidth}, {"large", large, &cfg.LargeSize}, {"tensor", tensor, &cfg.TensorSize},
-		{"herd", herd, &cfg.HerdSize}, {"slice", slice, &cfg.SliceSize}, {"small-range", small, &cfg.SmallRange},
+		{"herd", herd, &cfg.HerdSize}, {"cluster-size", cluster, &cfg.ClusterSize}, {"slice", slice, &cfg.SliceSize}, {"small-range", small, &cfg.SmallRange},
 		{"big-range", big, &cfg.BigRange}, {"aria2c-split", ariaSplit, &cfg.Aria2Split}, {"ceiling-size", ceiling, &cfg.CeilingSize}} {
 		n, err := parseSize(*s.v)
 		if err != nil {

@@ -25,11 +25,22 @@ import (
 // (from the target), which expressions may match on.
 var targetLabels = []string{"namespace", "pod", "job", "instance", "container", "service", "endpoint"}
 
-// scrapedMetrics builds hubproxy in process against a fake hub, sends it a
-// little traffic (metric families with labels appear only once used), and
-// returns every series name its /metrics exposes with the label names each
-// carries. Histograms expose name_bucket, name_sum and name_count.
-func scrapedMetrics(t *testing.T) map[string][]string {
+// exportedMetrics is what a /metrics page exposes: series name → label
+// name → the values seen.
+type exportedMetrics map[string]map[string][]string
+
+// labelNames lists the labels metric carries.
+func (e exportedMetrics) labelNames(metric string) []string {
+	return slices.Sorted(maps.Keys(e[metric]))
+}
+
+// scrapedMetrics builds hubproxy in process against a fake hub, with a
+// shared store (file:// on a temporary directory, so the store's metrics
+// exist as on a cluster's nodes), sends it a little traffic (metric families
+// with labels appear only once used), and returns every series name its
+// /metrics exposes with the label values each carries. Histograms expose
+// name_bucket, name_sum and name_count.
+func scrapedMetrics(t *testing.T) exportedMetrics {
 	t.Helper()
 	hub := hubtest.NewT(t, hubtest.Options{})
 	hub.AddRepo(hubtest.RepoSpec{ID: bootRepo, Files: []hubtest.File{
@@ -38,6 +49,7 @@ func scrapedMetrics(t *testing.T) map[string][]string {
 	}})
 	cfg := app.Defaults()
 	cfg.Upstream, cfg.CacheDir, cfg.AdminListen = hub.URL, t.TempDir(), ""
+	cfg.SharedStore = "file://" + t.TempDir()
 	h, err := app.Build(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +57,8 @@ func scrapedMetrics(t *testing.T) map[string][]string {
 	t.Cleanup(func() { h.Close() })
 	srv := httptest.NewServer(h.Main)
 	t.Cleanup(srv.Close)
-	for _, p := range []string{bootFile, "model.safetensors", "missing.json"} {
+	// The boot file twice: its second read is a cache hit.
+	for _, p := range []string{bootFile, "model.safetensors", "missing.json", bootFile} {
 		resp, err := http.Get(srv.URL + "/" + bootRepo + "/resolve/main/" + p)
 		if err != nil {
 			t.Fatal(err)
@@ -63,28 +76,35 @@ func scrapedMetrics(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]string{}
-	add := func(name string, labels []string) {
-		out[name] = slices.Compact(slices.Sorted(slices.Values(append(out[name], labels...))))
-	}
-	for name, f := range families {
-		var labels []string
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName())
+	out := exportedMetrics{}
+	add := func(name string, labels []*dto.LabelPair, extra ...string) {
+		if out[name] == nil {
+			out[name] = map[string][]string{}
+		}
+		for _, l := range labels {
+			if vs := out[name][l.GetName()]; !slices.Contains(vs, l.GetValue()) {
+				out[name][l.GetName()] = append(vs, l.GetValue())
 			}
 		}
-		switch f.GetType() {
-		case dto.MetricType_HISTOGRAM:
-			add(name+"_bucket", append(labels, "le"))
-			add(name+"_sum", labels)
-			add(name+"_count", labels)
-		case dto.MetricType_SUMMARY:
-			add(name, append(labels, "quantile"))
-			add(name+"_sum", labels)
-			add(name+"_count", labels)
-		default:
-			add(name, labels)
+		for _, l := range extra {
+			out[name][l] = append(out[name][l], "") // bucket bounds and quantiles: any value
+		}
+	}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := m.GetLabel()
+			switch f.GetType() {
+			case dto.MetricType_HISTOGRAM:
+				add(name+"_bucket", labels, "le")
+				add(name+"_sum", labels)
+				add(name+"_count", labels)
+			case dto.MetricType_SUMMARY:
+				add(name, labels, "quantile")
+				add(name+"_sum", labels)
+				add(name+"_count", labels)
+			default:
+				add(name, labels)
+			}
 		}
 	}
 	return out
@@ -164,8 +184,9 @@ func dashboardQueries(t *testing.T, raw string) map[string]string {
 
 // TestAlertsAndDashboardNameRealMetrics renders the PrometheusRule and the
 // dashboard and checks every expression against the metrics a real hubproxy
-// exposes: an alert on a misspelt or removed metric never fires, and says
-// nothing about it. Names that are missing are listed together.
+// (with a shared store) exposes: an alert on a misspelt or removed metric,
+// label or label value never fires, and says nothing about it. Names that
+// are missing are listed together.
 func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 	objs := renderWith(t, "--set", "prometheusRule.enabled=true", "--set", "grafanaDashboard.enabled=true")
 	exprs := map[string]string{}
@@ -212,8 +233,13 @@ func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 				continue
 			}
 			for _, l := range s.labels {
-				if !slices.Contains(labels, l) && !slices.Contains(targetLabels, l) {
-					t.Errorf("%s: %s has no label %q (it has %v)", where, s.metric, l, labels)
+				if _, ok := labels[l]; !ok && !slices.Contains(targetLabels, l) {
+					t.Errorf("%s: %s has no label %q (it has %v)", where, s.metric, l, exported.labelNames(s.metric))
+				}
+			}
+			for l, v := range s.equals {
+				if vs, ok := labels[l]; ok && !slices.Contains(vs, v) {
+					t.Errorf("%s: %s{%s=%q} is never exported (its %s values: %q)", where, s.metric, l, v, l, vs)
 				}
 			}
 		}
@@ -224,5 +250,36 @@ func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 			t.Logf("%s is used by %v", n, missing[n])
 		}
 		t.Errorf("metrics hubproxy does not export: %v", names)
+	}
+}
+
+// TestStoreAlertThresholds: the shared store's alerts take their thresholds
+// from prometheusRule, so an operator can tune them without editing the rule.
+func TestStoreAlertThresholds(t *testing.T) {
+	objs := renderWith(t, "--set", "prometheusRule.enabled=true", "--set", "prometheusRule.storeDownFor=2m",
+		"--set-json", "prometheusRule.storeErrorRatioAbove=0.25", "--set-json", "prometheusRule.storeTakeoverRatioAbove=0.5")
+	rules := ofType[PrometheusRule](objs)
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules, want 1", len(rules))
+	}
+	want := map[string]struct{ expr, dur string }{
+		"HubproxyStoreDown":            {"hubproxy_store_up", "2m"},
+		"HubproxyStoreErrors":          {"> 0.25", "10m"},
+		"HubproxyStoreClaimsTakenOver": {"> 0.5", "15m"},
+	}
+	for _, g := range rules[0].Spec.Groups {
+		for _, r := range g.Rules {
+			w, ok := want[r.Alert]
+			if !ok {
+				continue
+			}
+			delete(want, r.Alert)
+			if !strings.Contains(r.Expr, w.expr) || r.For != w.dur {
+				t.Errorf("%s: for %q, expr %q; want for %q and %q in the expr", r.Alert, r.For, r.Expr, w.dur, w.expr)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("alerts missing: %v", slices.Sorted(maps.Keys(want)))
 	}
 }

@@ -3,6 +3,7 @@ package chartcheck
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -10,10 +11,13 @@ import (
 )
 
 // vectorSelector is one metric a PromQL expression reads, with the label
-// names its matchers test.
+// names its matchers test, and the value each equality matcher (label="v")
+// asks for: a value the metric never carries matches nothing, as silently
+// as a misspelt metric.
 type vectorSelector struct {
 	metric string
 	labels []string
+	equals map[string]string
 }
 
 // promqlWords are PromQL's keywords and aggregation operators: identifiers
@@ -62,36 +66,48 @@ func selectors(expr string) ([]vectorSelector, error) {
 		}
 		return errors.New("unterminated string")
 	}
-	// matchers reads {name op "value", ...} and returns the label names.
-	matchers := func() ([]string, string, error) {
+	// matchers reads {name op "value", ...} and returns the label names
+	// and the values of the equality matchers.
+	matchers := func() ([]string, map[string]string, string, error) {
 		var labels []string
 		var metric string
+		var equals map[string]string
 		i++ // {
 		for {
 			skipSpace()
 			if i < len(expr) && expr[i] == '}' {
 				i++
-				return labels, metric, nil
+				return labels, equals, metric, nil
 			}
 			name := ident()
 			if name == "" {
-				return nil, "", fmt.Errorf("label name expected at %q", expr[i:])
+				return nil, nil, "", fmt.Errorf("label name expected at %q", expr[i:])
 			}
 			skipSpace()
+			opStart := i
 			for i < len(expr) && strings.ContainsRune("=!~", rune(expr[i])) {
 				i++
 			}
+			op := expr[opStart:i]
 			skipSpace()
 			if i >= len(expr) || !strings.ContainsRune("\"'`", rune(expr[i])) {
-				return nil, "", fmt.Errorf("matcher value expected after %s", name)
+				return nil, nil, "", fmt.Errorf("matcher value expected after %s", name)
 			}
 			start := i
 			if err := skipString(); err != nil {
-				return nil, "", err
+				return nil, nil, "", err
 			}
-			if name == "__name__" {
-				metric = strings.Trim(expr[start:i], "\"'`")
-			} else {
+			value := strings.Trim(expr[start:i], "\"'`")
+			switch {
+			case name == "__name__":
+				metric = value
+			case op == "=":
+				if equals == nil {
+					equals = map[string]string{}
+				}
+				equals[name] = value
+				labels = append(labels, name)
+			default:
 				labels = append(labels, name)
 			}
 			skipSpace()
@@ -127,14 +143,14 @@ func selectors(expr string) ([]vectorSelector, error) {
 			depth = depth[:len(depth)-1]
 			i++
 		case ch == '{':
-			labels, metric, err := matchers()
+			labels, equals, metric, err := matchers()
 			if err != nil {
 				return nil, err
 			}
 			if metric == "" {
 				return nil, errors.New("a selector without a metric name")
 			}
-			out = append(out, vectorSelector{metric: metric, labels: labels})
+			out = append(out, vectorSelector{metric: metric, labels: labels, equals: equals})
 		case ch == '_' || ch == ':' || unicode.IsLetter(rune(ch)):
 			word := ident()
 			skipSpace()
@@ -152,11 +168,11 @@ func selectors(expr string) ([]vectorSelector, error) {
 			case promqlWords[word] || next == '(':
 				// an operator, a keyword or a function call
 			case next == '{':
-				labels, _, err := matchers()
+				labels, equals, _, err := matchers()
 				if err != nil {
 					return nil, err
 				}
-				out = append(out, vectorSelector{metric: word, labels: labels})
+				out = append(out, vectorSelector{metric: word, labels: labels, equals: equals})
 			default:
 				out = append(out, vectorSelector{metric: word})
 			}
@@ -179,31 +195,39 @@ func selectors(expr string) ([]vectorSelector, error) {
 // TestSelectors checks the lexer on the shapes the chart's alerts and
 // dashboard use, so that a metric it misses cannot slip past the check.
 func TestSelectors(t *testing.T) {
+	type want struct {
+		metric string
+		labels []string
+	}
 	for _, tc := range []struct {
 		expr string
-		want []vectorSelector
+		want []want
 	}{
 		{`max by (namespace, pod) (hubproxy_upstream_up{namespace="x"}) == 0`,
-			[]vectorSelector{{"hubproxy_upstream_up", []string{"namespace"}}}},
+			[]want{{"hubproxy_upstream_up", []string{"namespace"}}}},
 		{`sum by (namespace, pod, reason) (rate(a_total{ns="x"}[15m])) / on (namespace, pod) group_left sum by (namespace, pod) (rate(b_total[15m])) > 0.1`,
-			[]vectorSelector{{"a_total", []string{"ns"}}, {"b_total", nil}}},
+			[]want{{"a_total", []string{"ns"}}, {"b_total", nil}}},
 		{`(x_bytes + y_bytes) > z_bytes and z_bytes > 0`,
-			[]vectorSelector{{"x_bytes", nil}, {"y_bytes", nil}, {"z_bytes", nil}, {"z_bytes", nil}}},
+			[]want{{"x_bytes", nil}, {"y_bytes", nil}, {"z_bytes", nil}, {"z_bytes", nil}}},
 		{`histogram_quantile(0.95, sum by (le) (rate(h_bucket{pod=~"a,b}"}[5m]))) offset 1h`,
-			[]vectorSelector{{"h_bucket", []string{"pod"}}}},
+			[]want{{"h_bucket", []string{"pod"}}}},
 		{`sum(rate(m{result="hit"}[1h])) / sum(rate(m[1h]))`,
-			[]vectorSelector{{"m", []string{"result"}}, {"m", nil}}},
-		{`{__name__="by_name", job="j"}`, []vectorSelector{{"by_name", []string{"job"}}}},
-		{`min_over_time(g[15m:1m]) > 0 unless count(g) by (pod) < 2`, []vectorSelector{{"g", nil}, {"g", nil}}},
+			[]want{{"m", []string{"result"}}, {"m", nil}}},
+		{`{__name__="by_name", job="j"}`, []want{{"by_name", []string{"job"}}}},
+		{`min_over_time(g[15m:1m]) > 0 unless count(g) by (pod) < 2`, []want{{"g", nil}, {"g", nil}}},
 	} {
 		got, err := selectors(tc.expr)
 		if err != nil {
 			t.Errorf("%s: %v", tc.expr, err)
 			continue
 		}
-		if !slices.EqualFunc(got, tc.want, func(a, b vectorSelector) bool { return a.metric == b.metric && slices.Equal(a.labels, b.labels) }) {
+		if !slices.EqualFunc(got, tc.want, func(a vectorSelector, b want) bool { return a.metric == b.metric && slices.Equal(a.labels, b.labels) }) {
 			t.Errorf("%s:\n got %v\nwant %v", tc.expr, got, tc.want)
 		}
+	}
+	got, err := selectors(`sum(rate(m{result="hit", pod=~"a|b", code!="500"}[1h])) / sum(rate(m{}[1h]))`)
+	if err != nil || len(got) != 2 || !maps.Equal(got[0].equals, map[string]string{"result": "hit"}) || got[1].equals != nil {
+		t.Errorf("equality matchers: %+v, %v; want result=hit on the first selector only", got, err)
 	}
 	for _, bad := range []string{`sum(rate(m[5m])`, `m{a="b}`, `rate(m[5m)`, `vector(1)`, `{job="x"}`} {
 		if _, err := selectors(bad); err == nil {

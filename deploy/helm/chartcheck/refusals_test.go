@@ -34,6 +34,7 @@ func TestChartRefuses(t *testing.T) {
 		{"a store volume without a file:// store", []string{"--set", "sharedStore.volume.emptyDir.medium="}, "needs config.shared-store: file:///"},
 		{"store keys without an s3:// store", []string{"--set", "sharedStore.credentials.existingSecret=s3-keys"}, "not an s3:// URL"},
 		{"a store URL hubproxy cannot read", []string{"--set", "config.shared-store=gs://bucket"}, "shared-store"},
+		{"an alert duration Prometheus cannot read", []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.storeDownFor=5min"}, "storeDownFor"},
 		{"two CA bundle sources", []string{"--set", "caBundle.configMap=a", "--set", "caBundle.secret=b"}, "not both"},
 		{"admin API on the pod IP", []string{"--set", "config.admin-listen=:8081"}, "admin-listen"},
 		{"the token in the ConfigMap", []string{"--set", "config.upstream-token=hf_x"}, "upstream-token"},
