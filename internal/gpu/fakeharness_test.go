@@ -10,7 +10,8 @@ import (
 
 // rig is a Copier over a Go fake driver and a manual clock. Its cleanup
 // closes the copier, then fails the test for any misuse or leak the fake
-// saw (a test that expects Close to fail calls Close itself first).
+// saw (a test that expects Close to fail calls Close itself first). It is
+// the driverView the scenarios (scenarios_test.go) check the Go fake with.
 type rig struct {
 	c   *Copier
 	drv *fakeDriver
@@ -97,6 +98,15 @@ func (r *rig) expectClean(t *testing.T) {
 	}
 }
 
+// expectNoLeaks fails the test if the fake holds anything at all (see
+// leaks), as after Close.
+func (r *rig) expectNoLeaks(t *testing.T) {
+	t.Helper()
+	if ls := r.drv.leaks(); len(ls) != 0 {
+		t.Errorf("left behind: %q", ls)
+	}
+}
+
 // expectAllocs and expectFrees count device allocations and frees of
 // either kind: VMM (the default handover) and legacy.
 func (r *rig) expectAllocs(t *testing.T, want int) {
@@ -119,6 +129,12 @@ func (r *rig) expectCount(t *testing.T, method string, want int) {
 		t.Errorf("%s calls = %d, want %d", method, got, want)
 	}
 }
+
+// count returns how many calls of method were made, failed ones included.
+func (r *rig) count(method string) int { return r.drv.count(method) }
+
+// pinned returns the pinned buffers live; the fake always knows.
+func (r *rig) pinned() (int, bool) { return r.drv.live().pinned, true }
 
 // stage stages srcs on dev with the default handover, failing the test on
 // an error.

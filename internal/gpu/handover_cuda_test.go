@@ -109,7 +109,7 @@ func TestNUMAPinnedBuffers(t *testing.T) {
 		t.Fatalf("NUMANode = %d, want 0", ds[0].NUMANode)
 	}
 	srcs, want := makeSources(rand.New(rand.NewPCG(3, 3)), 30000)
-	verify(t, h, h.stage(t, 0, srcs), want, opts.Alignment)
+	h.verify(t, h.stage(t, 0, srcs), want)
 	h.expectCalls(t, "cuMemHostRegister_v2", int64(opts.PinnedBuffers))
 	h.expectCalls(t, "cuMemHostAlloc", 0)
 	if err := h.c.Close(); err != nil {
@@ -151,6 +151,6 @@ func TestStickyFaultRecovers(t *testing.T) {
 		t.Errorf("the consumer's import after the reset: rc %d", rc)
 	}
 	srcs, want = makeSources(rng, 30000, 7)
-	verify(t, h, h.stage(t, 0, srcs), want, opts.Alignment)
+	h.verify(t, h.stage(t, 0, srcs), want)
 	h.expectCalls(t, "cuMemHostRegister_v2", 2*int64(opts.PinnedBuffers)) // a fresh pool
 }

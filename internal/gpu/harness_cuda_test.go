@@ -49,7 +49,8 @@ func testMain(m *testing.M) int {
 
 // harness is a Copier over a private fake driver (fc) or the real one (fc
 // nil). Its cleanup closes the copier and, on the fake, checks that nothing
-// leaked and the fake saw no misuse.
+// leaked and the fake saw no misuse. It is the driverView the scenarios
+// (scenarios_test.go) check the C fake, or a real driver, with.
 type harness struct {
 	c  *Copier
 	fc *fakeControl
@@ -103,7 +104,7 @@ func newHarness(t *testing.T, opts Options, setup func(*fakeControl)) *harness {
 		if err := c.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		h.expectLive(t, map[string]int64{"alloc": 0, "phys": 0, "resv": 0, "fd": 0, "host": 0, "stream": 0, "event": 0, "ctx": 0, "violations": 0})
+		h.expectNoLeaks(t)
 	})
 	return h
 }
@@ -148,9 +149,75 @@ func (h *harness) leased(t *testing.T, dev int) int64 {
 	return ds[dev].LeasedBytes
 }
 
-// verify checks a lease against the sources' bytes (see verifyImage) and,
-// on the fake, reads it through its handover as a consumer would.
-func verify(t *testing.T, h *harness, l *Lease, want [][]byte, align int64) {
+// The driverView methods, beyond stage and leased. They name calls as the
+// Go fake's methods (cudaCall maps them to the CUDA entry points the C fake
+// counts), and on a real driver (fc nil) check nothing, as expectLive and
+// expectCalls do.
+
+// expectClean fails the test if the fake holds device memory, mapped,
+// physical or reserved, or saw misuse.
+func (h *harness) expectClean(t *testing.T) {
+	t.Helper()
+	h.expectLive(t, map[string]int64{"alloc": 0, "phys": 0, "resv": 0, "violations": 0})
+}
+
+// expectNoLeaks fails the test if the fake holds anything at all, as after
+// Close.
+func (h *harness) expectNoLeaks(t *testing.T) {
+	t.Helper()
+	h.expectLive(t, map[string]int64{"alloc": 0, "phys": 0, "resv": 0, "fd": 0, "host": 0, "stream": 0, "event": 0, "ctx": 0, "violations": 0})
+}
+
+// expectAllocs and expectFrees count device allocations and frees of
+// either kind: VMM (cuMemCreate, cuMemRelease) and legacy (cuMemAlloc_v2,
+// cuMemFree_v2).
+func (h *harness) expectAllocs(t *testing.T, want int) {
+	t.Helper()
+	if got := h.count("alloc") + h.count("vmmAlloc"); h.fc != nil && got != want {
+		t.Errorf("device allocations = %d, want %d", got, want)
+	}
+}
+
+func (h *harness) expectFrees(t *testing.T, want int) {
+	t.Helper()
+	if got := h.count("free") + h.count("vmmFree"); h.fc != nil && got != want {
+		t.Errorf("device frees = %d, want %d", got, want)
+	}
+}
+
+func (h *harness) expectCount(t *testing.T, method string, want int) {
+	t.Helper()
+	h.expectCalls(t, cudaCall(method), int64(want))
+}
+
+// count returns how many calls of method the fake saw, failed ones
+// included; 0 on a real driver.
+func (h *harness) count(method string) int {
+	if h.fc == nil {
+		return 0
+	}
+	return int(h.fc.calls(cudaCall(method)))
+}
+
+// pinned returns the pinned buffers live, which only the fake can tell.
+func (h *harness) pinned() (int, bool) {
+	if h.fc == nil {
+		return 0, false
+	}
+	return int(h.fc.live("host")), true
+}
+
+// verify checks a lease against the sources' bytes at the copier's
+// alignment; see verifyAligned.
+func (h *harness) verify(t *testing.T, l *Lease, want [][]byte) {
+	t.Helper()
+	h.verifyAligned(t, l, want, h.c.opts.Alignment)
+}
+
+// verifyAligned checks a lease against the sources' bytes, placed at align
+// (see verifyImage) and, on the fake, reads it through its handover as a
+// consumer would.
+func (h *harness) verifyAligned(t *testing.T, l *Lease, want [][]byte, align int64) {
 	t.Helper()
 	img := verifyImage(t, h.c, l, want, align)
 	if h.fc != nil {

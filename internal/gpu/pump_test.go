@@ -208,15 +208,7 @@ func TestPoolRetiredBuffersFailFast(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 
 	// A holds the only buffer, blocked in its reader.
-	data := make([]byte, 10000)
-	g := newGatedReader(data, 0)
-	defer g.open()
-	errA := make(chan error, 1)
-	go func() {
-		_, err := r.c.Stage(context.Background(), 0, []Source{{Name: "a", R: g, Len: int64(len(data))}}, StageOptions{})
-		errA <- err
-	}()
-	await(t, g.entered, "A's reader")
+	g, errA := startBlockedStage(t, context.Background(), r.c, make([]byte, 10000), 0)
 
 	// B gets past the pool's top-up (its alloc comes after) and then has
 	// to wait for A's buffer. Its context never ends.

@@ -74,17 +74,26 @@ func TestStickyFaultRecoversTheDevice(t *testing.T) {
 	}
 }
 
+// newRigLeasedOnBoth returns a rig over two devices with a lease staged on
+// each, so that a fault on device 0 has a lease to drop and a neighbour to
+// leave alone, and the random source (seeded with seed) that made them.
+func newRigLeasedOnBoth(t *testing.T, seed uint64) (*rig, *rand.Rand) {
+	t.Helper()
+	r := newRig(t, smallOpts(), fakeConfig{devices: 2})
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for dev := range 2 {
+		srcs, _ := makeSources(rng, 5000)
+		r.stage(t, dev, srcs)
+	}
+	return r, rng
+}
+
 // TestDevicesDuringRecovery holds device 0's reset: meanwhile Devices
 // still lists every device, device 0 as recovering with its free memory
 // unknown, stagings on it fail fast with ErrDeviceFailed (wrapping the
 // fault), and device 1 stages.
 func TestDevicesDuringRecovery(t *testing.T) {
-	r := newRig(t, smallOpts(), fakeConfig{devices: 2})
-	rng := rand.New(rand.NewPCG(2, 2))
-	for dev := range 2 {
-		srcs, _ := makeSources(rng, 5000)
-		r.stage(t, dev, srcs)
-	}
+	r, rng := newRigLeasedOnBoth(t, 2)
 	entered, release := make(chan struct{}), newLatch()
 	defer release.open()
 	r.drv.hook("reset", holdFirst(entered, release.ch))
@@ -162,12 +171,7 @@ func TestStickyFaultInAReadBack(t *testing.T) {
 // recovery; Close reports the dead device's failures and, with its
 // detach, leaves nothing behind.
 func TestCloseDuringAFault(t *testing.T) {
-	r := newRig(t, smallOpts(), fakeConfig{devices: 2})
-	rng := rand.New(rand.NewPCG(5, 5))
-	for dev := range 2 {
-		srcs, _ := makeSources(rng, 5000)
-		r.stage(t, dev, srcs)
-	}
+	r, _ := newRigLeasedOnBoth(t, 5)
 	r.drv.inject(fakeFault{method: "syncStream", dev: 0, code: cudaErrorIllegalAddress})
 	onlyCode(t, "Close", r.c.Close(), cudaErrorIllegalAddress)
 	r.expectCount(t, "reset", 0)
@@ -185,15 +189,7 @@ func TestFaultAbortsStagingsOnTheDevice(t *testing.T) {
 	opts := smallOpts()
 	opts.PinnedBuffers = 1
 	r := newRig(t, opts, fakeConfig{})
-	data := make([]byte, 30000)
-	g := newGatedReader(data, 10000)
-	defer g.open()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := r.c.Stage(context.Background(), 0, []Source{{Name: "slow", R: g, Len: int64(len(data))}}, StageOptions{})
-		errc <- err
-	}()
-	await(t, g.entered, "the slow reader")
+	g, errc := startBlockedStage(t, context.Background(), r.c, make([]byte, 30000), 10000)
 	r.drv.inject(fakeFault{method: "vmmAlloc", code: cudaErrorIllegalAddress})
 	srcs, _ := makeSources(rand.New(rand.NewPCG(6, 6)), 5000)
 	if _, err := r.c.Stage(context.Background(), 0, srcs, StageOptions{}); err == nil {
