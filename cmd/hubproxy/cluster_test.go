@@ -48,7 +48,7 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 	// A has claimed chunks and is fetching them.
 	claims := func() int {
 		out, err := m.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{
-			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/v1/claims/")})
+			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/v2/claims/")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -329,56 +328,4 @@ func TestClusterStoreStopsMidRun(t *testing.T) {
 	// And once it is back, /readyz says so (its probe finds it).
 	c.minio.Restart(t)
 	waitFor(t, func() bool { _, rd := late.ready(t); return rd.Store == "up" })
-}
-
-func TestClusterCorruptObjectRepaired(t *testing.T) {
-	c := newCluster(t, "s3", hubtest.Options{})
-	const size = 5<<20 + 77
-	data := c.addModel("org/tamper", size, nil)
-	path := "/org/tamper/resolve/main/model.safetensors"
-	first := c.node(nil)
-	readAll(t, []*node{first}, 1, path, data)
-	etag := sum(data)
-	chunks := func() map[string]int64 {
-		ctx := context.Background()
-		out, err := c.minio.Client().ListObjectsV2(ctx, listInput("cluster/v1/chunks/"+etag+"/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]int64{}
-		for _, o := range out.Contents {
-			m[*o.Key] = *o.Size
-		}
-		return m
-	}
-	waitFor(t, func() bool { return len(chunks()) == 6 })
-	// Tamper with one chunk: same size, other bytes.
-	key := fmt.Sprintf("cluster/v1/chunks/%s/%d/3", etag, clusterChunk)
-	bad := append([]byte(nil), data[3*clusterChunk:4*clusterChunk]...)
-	bad[1000] ^= 0xff
-	putObject(t, c.minio, key, bad)
-
-	second := c.node(nil)
-	c.hub.ResetCounters()
-	status, body, err := second.get(t, path)
-	if err == nil && status == http.StatusOK && sum(body) == etag {
-		t.Fatal("a tampered chunk went unnoticed")
-	}
-	if string(body) == string(data) {
-		t.Fatal("the tampered bytes were served as the file")
-	}
-	if got := second.metric(t, "hubproxy_cache_verify_failures_total", ""); got != 1 {
-		t.Errorf("verify failures %v, want 1", got)
-	}
-	// The node dropped the file's chunks from the store; the next read
-	// fetches them from upstream again, verifies and promotes.
-	waitFor(t, func() bool { return len(chunks()) == 0 })
-	readAll(t, []*node{second}, 1, path, data)
-	if blob := second.dir + "/models--org--tamper/blobs/" + etag; !fileHasHash(blob, etag) {
-		t.Errorf("no verified blob at %s", blob)
-	}
-	waitFor(t, func() bool { return len(chunks()) == 6 })
-	if got := c.hub.Counters().BodyBytes; got < size {
-		t.Errorf("the repair fetched %d bytes upstream, want the file's %d", got, size)
-	}
 }

@@ -29,7 +29,7 @@ type Inventory struct {
 	Files       []StoredFile
 	Claims      int
 	StaleClaims int // older than staleClaimAge: left by a node that died
-	Other       int // objects under v1/ that are neither
+	Other       int // objects under the layout's prefix (v2/) that are neither
 }
 
 // staleClaimAge is how old a claim must be for prune to delete it: far past
@@ -46,7 +46,7 @@ type Lister interface {
 func Take(ctx context.Context, store Lister, now time.Time) (Inventory, error) {
 	var inv Inventory
 	files := map[string]*StoredFile{}
-	err := store.List(ctx, "v1/", func(o sharedstore.Object) error {
+	err := store.List(ctx, layoutPrefix, func(o sharedstore.Object) error {
 		switch {
 		case strings.HasPrefix(o.Key, chunksPrefix):
 			etag, _, ok := strings.Cut(strings.TrimPrefix(o.Key, chunksPrefix), "/")

@@ -1,12 +1,11 @@
 package sharedfill
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
-	"time"
 
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
@@ -125,7 +124,9 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 	}
 	f := o.s.startFlight(id, o, start, size)
 	if f == nil {
-		return o.up.FetchRange(ctx, a, b-a) // at MaxFlights: not shared, but served
+		// At MaxFlights: served, not shared; another node may fetch it too.
+		o.s.log.Debug("shared store: too many chunks in flight; fetching around the store", "key", o.s.chunkKey(id))
+		return o.up.FetchRange(ctx, a, b-a)
 	}
 	return f.reader(ctx, a-start, b-start), nil
 }
@@ -133,121 +134,15 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 // errStoreSlow is the store failing by taking too long.
 var errStoreSlow = errors.New("sharedfill: shared store too slow")
 
-// readStored opens [from, to) of a stored chunk of the given size. A chunk
-// that is not there, or whose object has the wrong size (torn or tampered:
-// it is deleted), is sharedstore.ErrNotFound. Once open, a failure of the
-// store part-way through the body continues from upstream.
+// readStored returns [from, to) of stored chunk id, of size bytes, read
+// whole and checked against its digest first (chunkobj.go): a stored chunk
+// is never handed on unchecked, so the store serves whole chunks even for a
+// few bytes of one. A chunk that is not there, or not right, is
+// sharedstore.ErrNotFound.
 func (o *Origin) readStored(ctx context.Context, id chunkID, size, from, to int64) (io.ReadCloser, error) {
-	key := o.s.chunkKey(id)
-	octx, cancel := context.WithCancel(ctx)
-	var slow atomic.Bool
-	timer := time.AfterFunc(o.s.opts.OpTimeout, func() { slow.Store(true); cancel() })
-	body, got, err := o.s.objs.ReadRange(octx, key, from, to-from)
-	if errors.Is(err, sharedstore.ErrShort) {
-		body, got, err = nil, -1, nil // torn: handled below, as a wrong size
-	}
-	if !timer.Stop() || err != nil {
-		if body != nil {
-			body.Close()
-		}
-		if err == nil {
-			err = octx.Err()
-		}
-		cancel()
-		if slow.Load() {
-			err = errStoreSlow
-		}
-		o.s.observe(ctx, err)
+	data, err := o.readChunk(ctx, id, size)
+	if err != nil {
 		return nil, err
 	}
-	o.s.observe(ctx, nil)
-	if got != size {
-		if body != nil {
-			body.Close()
-		}
-		cancel()
-		o.s.log.Warn("shared store: chunk object has the wrong size; deleting it", "key", key, "size", got, "want", size)
-		dctx, dcancel := o.s.opCtx(context.WithoutCancel(ctx))
-		o.s.observe(dctx, o.s.objs.Delete(dctx, key))
-		dcancel()
-		return nil, sharedstore.ErrNotFound
-	}
-	sb := &storeBody{o: o, ctx: ctx, body: body, cancel: cancel, pos: id.index*o.s.opts.ChunkSize + from}
-	sb.end = sb.pos + (to - from)
-	sb.stall = time.AfterFunc(o.s.opts.StallTimeout, func() { sb.stalled.Store(true); cancel() })
-	return sb, nil
-}
-
-// storeBody is a stored chunk's bytes [pos, end) of the file that turns to
-// upstream for the rest when the store fails part-way: a reset, a stall
-// (StallTimeout without a byte), or a body that ends short.
-type storeBody struct {
-	o        *Origin
-	ctx      context.Context // the reader's
-	body     io.ReadCloser
-	cancel   context.CancelFunc // the store request's
-	stall    *time.Timer
-	stalled  atomic.Bool
-	pos, end int64
-	up       io.ReadCloser // after a failure: upstream for [pos, end)
-}
-
-func (b *storeBody) Read(p []byte) (int, error) {
-	if b.pos >= b.end {
-		return 0, io.EOF
-	}
-	p = p[:min(int64(len(p)), b.end-b.pos)]
-	if b.up != nil {
-		n, err := b.up.Read(p)
-		b.pos += int64(n)
-		return n, err
-	}
-	n, err := b.body.Read(p)
-	b.pos += int64(n)
-	if n > 0 {
-		b.stall.Reset(b.o.s.opts.StallTimeout)
-	}
-	if err == nil || b.pos == b.end {
-		if b.pos == b.end {
-			b.release()
-		}
-		return n, nil
-	}
-	if b.ctx.Err() != nil {
-		return n, b.ctx.Err()
-	}
-	// The store failed; the reader did not. Carry on from upstream.
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	if b.stalled.Load() {
-		err = errStoreSlow
-	}
-	b.o.s.observe(b.ctx, err)
-	b.o.s.log.Warn("shared store read failed part-way; finishing from upstream", "etag", b.o.etag, "at", b.pos, "err", err)
-	b.release()
-	up, uerr := b.o.up.FetchRange(b.ctx, b.pos, b.end-b.pos)
-	if uerr != nil {
-		return n, uerr
-	}
-	b.up = up
-	return n, nil
-}
-
-// release ends the store request.
-func (b *storeBody) release() {
-	if b.body != nil {
-		b.stall.Stop()
-		b.body.Close()
-		b.cancel()
-		b.body = nil
-	}
-}
-
-func (b *storeBody) Close() error {
-	b.release()
-	if b.up != nil {
-		return b.up.Close()
-	}
-	return nil
+	return io.NopCloser(bytes.NewReader(data[from:to])), nil
 }

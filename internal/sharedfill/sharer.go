@@ -10,7 +10,7 @@
 // # Claims
 //
 // Agreement is by conditional create, the store's one atomic primitive: the
-// node whose create of v1/claims/<etag>/<chunk size>/<index>/<gen> succeeds
+// node whose create of v2/claims/<etag>/<chunk size>/<index>/<gen> succeeds
 // owns the chunk, renews the claim (a beat counter) every Lease/3 while it
 // fetches, puts the chunk with a conditional create too, and deletes its
 // claim. A waiter polls for the chunk and watches the claim: a claim whose
@@ -23,17 +23,26 @@
 //
 // Nothing here decides access: callers reach an Origin only after upstream
 // (the resolver) allowed them the file, and the store is keyed by content
-// hash, so holding bytes never grants any. A stored chunk is as untrusted as
-// a local partial: the cache verifies the whole file's hash before it
-// promotes it, and on a mismatch Forget removes the file's chunks, so a
-// tampered or torn object is repaired by the next fetch.
+// hash, so holding bytes never grants any. A chunk's object carries the
+// sha256 of its bytes as the node that fetched them from upstream computed
+// it, and a node reads a chunk whole and checks it before handing on any of
+// it (chunkobj.go): the cache gives range readers a partial file's bytes
+// long before it can check the file's hash, so an object changed in the
+// store must be caught per chunk. A wrong object (the wrong size, bytes
+// that do not match their digest, or one the store cannot return) is
+// deleted and the chunk fetched anew. Bytes a node got wrong from upstream
+// itself are as trusted as in a local partial: the cache verifies the whole
+// file's hash before it promotes it, and on a mismatch Forget removes the
+// file's chunks, so the next fetch repairs them.
 //
 // # Failure
 //
 // The store is optional at run time. Any store error opens a breaker (Health)
-// for a growing pause during which origins go straight upstream, reads
-// already streaming from the store finish from upstream, and a store that
-// is slow is treated as failing (OpTimeout, StallTimeout).
+// for a growing pause during which origins go straight upstream, a chunk the
+// store fails to return whole is read from upstream instead, and a store
+// that is slow is treated as failing (OpTimeout, StallTimeout). One object
+// the store keeps failing to return while it answers for it is not the
+// store failing: that object is dropped and its chunk fetched anew.
 package sharedfill
 
 import (
@@ -182,23 +191,45 @@ func (s *Sharer) Close() error {
 }
 
 // Discard is Forget in the background, for callers that must not block
-// (the cache's verification hook).
+// (the cache's verification hook), tried again while the store fails.
 func (s *Sharer) Discard(etag string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		return
 	}
-	s.wg.Go(func() {
+	s.wg.Go(func() { s.forgetPersistently(etag) })
+}
+
+// forgetTries bounds the attempts of a Discard: with the pause doubling up
+// to maxPause, they span about ten minutes of a store that keeps failing.
+const forgetTries = 24
+
+// forgetPersistently is Forget, tried again while the store fails. Found
+// by the soak: a file that failed verification while the store was down or
+// cut off kept its chunks there, so every node's next whole read of it
+// failed again and range readers got its bytes, until some read happened to
+// fail while the store answered.
+func (s *Sharer) forgetPersistently(etag string) {
+	pause := minPause
+	for try := 1; ; try++ {
 		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
-		defer cancel()
 		n, err := s.Forget(ctx, etag)
-		if err != nil {
+		cancel()
+		switch {
+		case err == nil:
+			s.log.Warn("shared store: dropped the chunks of a file that failed verification; it will be fetched anew", "etag", etag, "deleted", n)
+			return
+		case s.ctx.Err() != nil || try == forgetTries:
 			s.log.Warn("shared store: could not drop the chunks of a file that failed verification", "etag", etag, "deleted", n, "err", err)
 			return
 		}
-		s.log.Warn("shared store: dropped the chunks of a file that failed verification; it will be fetched anew", "etag", etag, "deleted", n)
-	})
+		s.log.Warn("shared store: could not drop the chunks of a file that failed verification; trying again", "etag", etag, "deleted", n, "err", err)
+		if sleep(s.ctx, jitter(pause)) != nil {
+			return
+		}
+		pause = min(2*pause, maxPause)
+	}
 }
 
 // Probe asks the store whether it answers, updating Health: for a node
@@ -242,11 +273,13 @@ func (s *Sharer) Forget(ctx context.Context, etag string) (int, error) {
 	return n, err
 }
 
-// Key layout, under the store URL's prefix. v1 is the layout version: a
-// change that old nodes would misread gets a new one.
+// Key layout, under the store URL's prefix. v2 is the layout version: a
+// change that old nodes would misread gets a new one. (v1 chunk objects had
+// no digest; nodes of both kinds share nothing, and v1/ may be deleted.)
 const (
-	chunksPrefix = "v1/chunks/"
-	claimsPrefix = "v1/claims/"
+	layoutPrefix = "v2/"
+	chunksPrefix = layoutPrefix + "chunks/"
+	claimsPrefix = layoutPrefix + "claims/"
 )
 
 // chunkID names one chunk: a file's content hash and an index in units of

@@ -426,7 +426,7 @@ func TestTornChunkReplaced(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		obj, err := store.Stat(context.Background(), key)
-		if err == nil && obj.Size == testChunk {
+		if err == nil && obj.Size == testChunk+digestLen {
 			break
 		}
 		if time.Now().After(deadline) {

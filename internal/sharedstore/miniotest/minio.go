@@ -85,6 +85,10 @@ func (s *Server) URL(prefix string) string {
 	return u + "?endpoint=" + s.Endpoint + "&region=us-east-1&use_path_style=true"
 }
 
+// DataDir is where the server keeps its objects on disk, for tests that
+// damage them under it, as bit rot would.
+func (s *Server) DataDir() string { return s.dir }
+
 // Env is the environment a hubproxy process needs to reach the server.
 func (s *Server) Env() []string {
 	return []string{"AWS_ACCESS_KEY_ID=" + AccessKey, "AWS_SECRET_ACCESS_KEY=" + SecretKey,
