@@ -49,10 +49,9 @@ func (u *upstream) outage(m relayMode) (restore func()) {
 }
 
 // restartable is a component the chaos kills with SIGKILL and restarts on
-// the same data. The hubproxy processes are the only ones today; the shared
-// object store tier, once it exists, joins here (a store process killed
-// and restarted on its directory), with a line of its own in makeSchedule
-// and its restarts counted with the kills.
+// the same data: the crashy hubproxy processes, and the shared store (a
+// MinIO process on its data directory, store.go). Its kills and restarts
+// are counted apart from the proxies'.
 type restartable interface {
 	Name() string
 	// Kill stops it abruptly and reports what the byte ledger must know.
@@ -65,6 +64,7 @@ type restartable interface {
 func (p *proxy) Name() string { return p.name }
 
 func (p *proxy) Kill() error {
+	p.bankStoreFigures()
 	if p.kill() == nil {
 		return fmt.Errorf("soak: %s was not running", p.name)
 	}
@@ -125,6 +125,12 @@ func (s *soak) runChaos(ctx context.Context, start time.Time, acts []action) {
 			for _, u := range s.ups {
 				u.hub.ExpireURLs()
 			}
+		case actStoreKill:
+			wg.Go(func() { s.restartStore(a) })
+		case actStoreOutage:
+			wg.Go(func() { s.storeOutage(ctx, a) })
+		case actTamper:
+			wg.Go(func() { s.tamper(ctx, a) })
 		}
 	}
 }
@@ -140,19 +146,35 @@ func hold(ctx context.Context, d time.Duration) {
 }
 
 func (s *soak) killRestart(a action) {
-	var r restartable = s.procs.all[a.target]
 	p := s.procs.all[a.target]
+	if a.claimant {
+		if q := s.claimHolder(8 * time.Second); q != nil {
+			p = q
+			s.claimantKills.Add(1)
+			s.events.add("chaos", p.name+" holds a chunk claim: killing it")
+		}
+	}
 	p.chaosMu.Lock()
 	defer p.chaosMu.Unlock()
+	if s.cycle(p, a.hold) {
+		s.kills.Add(1)
+	}
+}
+
+// cycle kills r, waits hold and restarts it; it reports whether the kill
+// happened.
+func (s *soak) cycle(r restartable, hold time.Duration) bool {
 	if err := r.Kill(); err != nil {
 		s.fail("chaos", fmt.Sprintf("kill %s: %v", r.Name(), err))
-		return
+		return false
 	}
-	s.kills.Add(1)
-	time.Sleep(a.hold)
+	s.events.add("chaos", r.Name()+" killed")
+	time.Sleep(hold)
 	if err := r.Restart(); err != nil {
 		s.fail("chaos", fmt.Sprintf("restart %s after a kill: %v", r.Name(), err))
 	}
+	s.events.add("chaos", r.Name()+" restarted")
+	return true
 }
 
 // fillDisk fills a proxy's tmpfs for a while, all but a little, as a

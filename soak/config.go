@@ -21,6 +21,12 @@ type Config struct {
 	// Crashy is the number of hubproxy processes that get killed; one more,
 	// the steady one, never is.
 	Crashy int
+	// MinIO is the MinIO binary the shared store runs on (`make minio`
+	// builds it, as for `make test`).
+	MinIO string
+	// NoStore runs the proxies without a shared store, each on its own,
+	// and without the store's chaos.
+	NoStore bool
 	// Warmup is the traffic before the chaos starts, after which the steady
 	// proxy's resources are measured as the baseline for the leak check.
 	Warmup time.Duration
@@ -41,8 +47,10 @@ type Config struct {
 const (
 	DefaultDuration = 10 * time.Minute
 	DefaultClients  = 12
-	DefaultCrashy   = 1
-	DefaultWarmup   = 15 * time.Second
+	// Two crashy proxies and a steady one: with a shared store, a killed
+	// node's chunks are taken over by, and shared between, the two left.
+	DefaultCrashy = 2
+	DefaultWarmup = 15 * time.Second
 )
 
 func (c *Config) fill() error {

@@ -29,6 +29,11 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 		if err := waitUpstreamUp(p, 150*time.Second); err != nil {
 			s.fail("liveness", err.Error())
 		}
+		if s.store != nil {
+			if err := waitStoreUp(p, 90*time.Second); err != nil {
+				s.fail("liveness", err.Error())
+			}
+		}
 	}
 	// Past every window, so no decision or ref from the chaos is reused.
 	time.Sleep(accessTTL + revisionTTL + lateness)
@@ -40,14 +45,27 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 		s.sweep(p)
 		s.herd(rep, p)
 	}
+	all := s.procs.all
+	if s.store != nil {
+		s.coldRead(rep)
+		all = append(all[:len(all):len(all)], s.cold)
+	}
 	rep.After = s.quiesced(s.procs.all[0])
 	rep.Leaks = s.checkLeaks(rep.Baseline, rep.After)
-	for _, p := range s.procs.all {
+	for _, p := range all {
+		p.bankStoreFigures()
 		if err := p.stop(); err != nil {
 			s.fail("shutdown", err.Error())
 		}
 	}
-	for _, p := range s.procs.all {
+	var sh *sharedTerms
+	if s.store != nil {
+		s.checkStoreAfter(rep)
+		sh = clusterTerms(all)
+		rep.Store.cluster = s.checkCluster(all)
+		rep.Store.other = sh.other
+	}
+	for _, p := range all {
 		// Only CorruptBytes sends wrong content the proxy cannot spot
 		// before the hash; every other lie (a wrong or ignored range, a
 		// cut) must be caught as it arrives, so no other blob may ever
@@ -58,7 +76,7 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 			}
 		}
 		s.checkCache(rep, p)
-		bad, total := p.ledger.check(p.sink)
+		bad, total := p.ledger.check(p.sink, sh)
 		rep.Ledger = append(rep.Ledger, ledgerLine{proxy: p.name, total: total, sent: p.up.hub.Counters().BodyBytes})
 		for _, e := range bad {
 			s.fail("refetch", fmt.Sprintf("%s: %s: %d bytes fetched again within a cache life, %d explained:%s", p.name, e.key, e.refetch, e.slack, e.detail))
@@ -150,10 +168,30 @@ func (s *soak) herd(rep *Report, p *proxy) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	warm := p.ledger.completeBytes(f.etag) - before - cold
-	rep.Herd = append(rep.Herd, fmt.Sprintf("%s: 8 cold readers of %d bytes: %d from upstream; a warm read: %d", p.name, f.size(), cold, warm))
+	line := fmt.Sprintf("%s: 8 cold readers of %d bytes: %d from upstream; a warm read: %d", p.name, f.size(), cold, warm)
 	if cold > f.size() || warm != 0 {
 		s.fail("refetch", fmt.Sprintf("%s: 8 concurrent readers of a %d-byte file cost %d upstream bytes, a warm read %d more", p.name, f.size(), cold, warm))
 	}
+	if s.store != nil {
+		// Every other proxy reads it from the store: none from upstream.
+		for _, q := range s.procs.all {
+			if q == p {
+				continue
+			}
+			before := q.ledger.completeBytes(f.etag)
+			if j := s.exec(&op{kind: opWhole, caller: tokAlice, repo: moving, rev: id, path: "data.bin",
+				files: []string{"data.bin"}, limit: f.size() + 1}, q); j.out != outServed {
+				s.fail("herd", fmt.Sprintf("%s: reading a file %s just fetched got %v %s %s", q.name, p.name, j.out, j.class, j.detail))
+			}
+			time.Sleep(300 * time.Millisecond)
+			got := q.ledger.completeBytes(f.etag) - before
+			line += fmt.Sprintf("; %s then: %d", q.name, got)
+			if got != 0 {
+				s.fail("refetch", fmt.Sprintf("%s fetched %d bytes upstream of a file %s had just put in the shared store", q.name, got, p.name))
+			}
+		}
+	}
+	rep.Herd = append(rep.Herd, line)
 }
 
 // quiesced measures p at rest: clients paused, their connections and the
@@ -166,6 +204,9 @@ func (s *soak) quiesced(p *proxy) procStats {
 	p.up.hubRelay.cut(true)
 	p.up.cdnRelay.cut(true)
 	p.up.foreign.cut(true)
+	if s.store != nil {
+		s.store.relay.cut(true)
+	}
 	time.Sleep(1500 * time.Millisecond)
 	var best procStats
 	for i := range 3 {

@@ -55,7 +55,7 @@ type ledger struct {
 	cdnHost string
 
 	mu        sync.Mutex       // guards the fields below
-	complete  map[string]int64 // etag → content bytes of complete answers
+	completeB map[string]int64 // etag → content bytes of complete answers
 	cover     map[string]coverage
 	sent      map[string]int64 // etag → content bytes of all answers
 	lost      map[string]int64 // etag → answer bytes in flight when a relayed connection ended
@@ -66,6 +66,18 @@ type ledger struct {
 	unnamedEx []string         // a few of their requests, to show
 	full      []window         // full-disk windows
 	answers   int64
+	// With a shared store: every complete answer, timed, for the cluster
+	// ledger (cluster.go), which must tell the answers a proxy asked for
+	// while it served around the store from those it asked for through it.
+	shared   bool
+	complete []answerRec
+}
+
+// answerRec is one complete answer: a blob's spans, and when it ended.
+type answerRec struct {
+	b     *blobFix
+	spans [][2]int64
+	at    time.Time
 }
 
 // window is a stretch of time; end is zero while it lasts.
@@ -73,7 +85,7 @@ type window struct{ start, end time.Time }
 
 func newLedger(w *world, h *hubtest.Hub, hubHost, cdnHost string) *ledger {
 	return &ledger{w: w, hub: h, hubHost: hubHost, cdnHost: cdnHost,
-		complete: map[string]int64{}, cover: map[string]coverage{}, sent: map[string]int64{}, lost: map[string]int64{}, kills: map[string]int{},
+		completeB: map[string]int64{}, cover: map[string]coverage{}, sent: map[string]int64{}, lost: map[string]int64{}, kills: map[string]int{},
 		sparse: map[string]int64{}, bypass: map[string]int64{}}
 }
 
@@ -100,14 +112,18 @@ func (l *ledger) observe(rec hubtest.RequestRecord) {
 	}
 	l.sent[b.etag] += rec.Bytes
 	if want, ok := wantBytes(rec, b.size()); ok && rec.Bytes >= want {
-		l.complete[b.etag] += rec.Bytes
+		l.completeB[b.etag] += rec.Bytes
 		c := l.cover[b.etag]
 		if c == nil {
 			c = coverage{}
 			l.cover[b.etag] = c
 		}
-		for _, sp := range answerSpans(rec, b.size()) {
+		spans := answerSpans(rec, b.size())
+		for _, sp := range spans {
 			c.add(sp[0], sp[1])
+		}
+		if l.shared {
+			l.complete = append(l.complete, answerRec{b: b, spans: spans, at: time.Now()})
 		}
 	}
 }
@@ -245,14 +261,23 @@ type excess struct {
 	complete, refetch, slack int64
 	// The slack's parts.
 	lost, noSpace, spoiled, sparse, bypass int64
-	detail                                 string
+	// With a shared store: chunks the store's events explain (a claim
+	// taken over, a put that failed, a wrong object deleted, …), and bytes
+	// asked for while the proxy served around the store.
+	store, offStore int64
+	detail          string
 }
 
 // check applies the bound with the proxy's log counts and the hub's
-// faults, and returns the files that break it, and the totals.
-func (l *ledger) check(sink *logSink) (bad []excess, total excess) {
+// faults, and returns the files that break it, and the totals. With a
+// shared store, sh adds what the store explains (sharedTerms).
+func (l *ledger) check(sink *logSink, sh *sharedTerms) (bad []excess, total excess) {
 	evictions, discards, noSpace := sink.counts()
 	faults := l.hub.FaultCountsByPath()
+	off := map[string]int64{}
+	if sh != nil {
+		off = l.offStoreBytes(sink.storeEvents())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	byKey := map[string]*excess{}
@@ -263,23 +288,33 @@ func (l *ledger) check(sink *logSink) (bad []excess, total excess) {
 			byKey[b.key] = e
 		}
 		lives := int64(1 + evictions[b.etag] + discards[b.etag] + l.kills[b.etag])
+		if sh != nil {
+			// A file dropped from the store is fetched anew by whoever
+			// reads it next, this proxy included, whole chunks at a time.
+			lives += int64(sh.forgets[b.etag])
+			n := int64(sh.chunks[b.etag]) * chunkSize
+			e.store += n
+			e.slack += n
+		}
 		refetch := l.cover[b.etag].excess(b.size(), lives)
-		e.complete += l.complete[b.etag]
+		e.complete += l.completeB[b.etag]
 		e.refetch += refetch
 		e.lost += l.lost[b.etag]
 		e.noSpace += int64(noSpace[b.etag]) * chunkSize
 		e.slack += l.lost[b.etag] + int64(noSpace[b.etag])*chunkSize
 		e.detail += fmt.Sprintf(" [%.8s: %d B, %d lives, %d complete, %d refetched, %d lost, %d failed for space]",
-			b.etag, b.size(), lives, l.complete[b.etag], refetch, l.lost[b.etag], noSpace[b.etag])
+			b.etag, b.size(), lives, l.completeB[b.etag], refetch, l.lost[b.etag], noSpace[b.etag])
 	}
 	for key, e := range byKey {
 		var n int64
 		for _, kind := range []string{"WrongContentRange", "IgnoreRange", "CorruptBytes", "StallBody"} {
 			n += faults[kind][key]
 		}
+		e.offStore = off[key]
+		e.slack += off[key]
 		e.spoiled, e.sparse, e.bypass = n*l.w.keySize(key), l.sparse[key], l.bypass[key]
 		e.slack += e.spoiled + e.sparse + e.bypass
-		e.detail += fmt.Sprintf(" + %d spoiling faults, %d sparse, %d full-disk", n, l.sparse[key], l.bypass[key])
+		e.detail += fmt.Sprintf(" + %d spoiling faults, %d sparse, %d full-disk, %d store events, %d off the store", n, l.sparse[key], l.bypass[key], e.store, e.offStore)
 		total.complete += e.complete
 		total.refetch += e.refetch
 		total.slack += e.slack
@@ -288,6 +323,8 @@ func (l *ledger) check(sink *logSink) (bad []excess, total excess) {
 		total.spoiled += e.spoiled
 		total.sparse += e.sparse
 		total.bypass += e.bypass
+		total.store += e.store
+		total.offStore += e.offStore
 		if e.refetch > e.slack {
 			bad = append(bad, *e)
 		}
@@ -304,7 +341,7 @@ func (l *ledger) check(sink *logSink) (bad []excess, total excess) {
 func (l *ledger) completeBytes(etag string) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.complete[etag]
+	return l.completeB[etag]
 }
 
 // fileAt is the blob at repo@rev:path, rev a commit or a branch (the

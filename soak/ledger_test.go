@@ -79,16 +79,16 @@ func TestLedgerNamesAndBounds(t *testing.T) {
 	l.observe(rec)
 	rec.Range, rec.Status, rec.Bytes = "bytes=0-99", 206, 50 // cut short: not complete
 	l.observe(rec)
-	if bad, _ := l.check(sink); len(bad) != 0 {
+	if bad, _ := l.check(sink, nil); len(bad) != 0 {
 		t.Fatalf("one fill is over the bound: %+v", bad)
 	}
 	rec.Range, rec.Status, rec.Bytes = "bytes=0-99", 206, 100
 	l.observe(rec)
-	if bad, _ := l.check(sink); len(bad) != 1 || bad[0].key != lfs.key || bad[0].refetch != 100 {
+	if bad, _ := l.check(sink, nil); len(bad) != 1 || bad[0].key != lfs.key || bad[0].refetch != 100 {
 		t.Fatalf("a refetch of 100 bytes within one life is not caught: %+v", bad)
 	}
 	sink.line(`{"level":"DEBUG","msg":"cache: evicted","repo":"soak/llm","etag":"` + lfs.etag + `"}`)
-	if bad, _ := l.check(sink); len(bad) != 0 {
+	if bad, _ := l.check(sink, nil); len(bad) != 0 {
 		t.Fatalf("an eviction does not explain a refetch: %+v", bad)
 	}
 }

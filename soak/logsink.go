@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // logEntry is the part of a hubproxy JSON log line the soak reads.
@@ -15,6 +16,7 @@ type logEntry struct {
 	Addr  string `json:"addr"`
 	Repo  string `json:"repo"`
 	ETag  string `json:"etag"`
+	Key   string `json:"key"`
 	Err   string `json:"err"`
 }
 
@@ -34,6 +36,7 @@ type logSink struct {
 	noSpace   map[string]int // etag → fills that failed for want of disk space
 	errors    int            // ERROR lines
 	foreign   int            // lines that are not JSON: a panic or a runtime error
+	store     storeEvents    // the shared store's, as this proxy logged them (storelog.go)
 }
 
 const ringLines = 400
@@ -44,7 +47,8 @@ func newLogSink(path string) (*logSink, error) {
 		return nil, err
 	}
 	return &logSink{f: f, w: bufio.NewWriterSize(f, 64<<10),
-		evictions: map[string]int{}, discards: map[string]int{}, mismatch: map[string]int{}, noSpace: map[string]int{}}, nil
+		evictions: map[string]int{}, discards: map[string]int{}, mismatch: map[string]int{}, noSpace: map[string]int{},
+		store: newStoreEvents()}, nil
 }
 
 // write records a line of the driver's own.
@@ -69,7 +73,8 @@ func (s *logSink) keep(line string) {
 // of it (only the lines the soak acts on are parsed).
 func (s *logSink) line(line string) logEntry {
 	var e logEntry
-	interesting := strings.Contains(line, `"msg":"cache: `) || strings.Contains(line, " serving\"") ||
+	store := strings.Contains(line, `"msg":"shared store`)
+	interesting := store || strings.Contains(line, `"msg":"cache: `) || strings.Contains(line, " serving\"") ||
 		strings.Contains(line, "admin API disabled") || strings.Contains(line, `"level":"ERROR"`)
 	if interesting {
 		_ = json.Unmarshal([]byte(line), &e)
@@ -93,6 +98,8 @@ func (s *logSink) line(line string) logEntry {
 		}
 	case e.Msg == "cache: fill failed" && strings.Contains(e.Err, "no space left"):
 		s.noSpace[e.ETag]++
+	case store:
+		s.store.note(e, time.Now())
 	}
 	return e
 }

@@ -21,8 +21,8 @@ import (
 // upstream requests, so many faults), short decision windows (the oracle's
 // windows follow them) and the proxy's own token, approved on every repo
 // upstream, which must never open one to a caller.
-func proxyArgs(cacheDir, upstream, adminListen string) []string {
-	return []string{"serve",
+func proxyArgs(cacheDir, upstream, adminListen, store string) []string {
+	args := []string{"serve",
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", adminListen,
 		"--upstream", upstream,
@@ -48,7 +48,18 @@ func proxyArgs(cacheDir, upstream, adminListen string) []string {
 		"--log-format", "json",
 		"--log-level", "debug",
 	}
+	if store != "" {
+		// A short lease, so a killed node's claims are taken over within
+		// the run and the takeover path runs under every other fault.
+		args = append(args, "--shared-store", store, "--shared-store-lease", storeLease.String())
+	}
+	return args
 }
+
+// storeLease is the proxies' shared-store-lease: renewed every third of it,
+// long enough that a renewal delayed on a loaded machine is rarely taken
+// for a dead node (when it is, both fetch, and the takeover is logged).
+const storeLease = 4 * time.Second
 
 // chunkSize is the largest upstream range request a proxy makes.
 const chunkSize = 256 << 10
@@ -62,6 +73,7 @@ type proxy struct {
 	mount  string // its tmpfs ("" without)
 	dir    string // its cache directory
 	args   []string
+	env    []string // on top of the driver's, cleaned
 	sink   *logSink
 	ledger *ledger
 	up     *upstream
@@ -71,9 +83,11 @@ type proxy struct {
 	chaosMu sync.Mutex // one kill at a time
 	diskMu  sync.Mutex // one disk fill at a time
 
-	mu   sync.Mutex // guards the fields below
-	cur  *incarnation
-	incs int
+	mu     sync.Mutex // guards the fields below
+	cur    *incarnation
+	incs   int
+	killed []int // pids of incarnations killed with SIGKILL
+	figs   storeFigures
 }
 
 // incarnation is one process.
@@ -125,7 +139,7 @@ func (p *proxy) run(inc *incarnation, ready chan<- error) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the child
 	defer close(inc.done)
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), p.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -168,11 +182,11 @@ func (p *proxy) run(inc *incarnation, ready chan<- error) {
 }
 
 // cleanEnv is the driver's environment without anything that would
-// configure hubproxy or a hub client behind the flags' back.
+// configure hubproxy, a hub client or an S3 client behind the flags' back.
 func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "HUBPROXY_") || strings.HasPrefix(kv, "HF_") {
+		if strings.HasPrefix(kv, "HUBPROXY_") || strings.HasPrefix(kv, "HF_") || strings.HasPrefix(kv, "AWS_") {
 			continue
 		}
 		out = append(out, kv)
@@ -209,6 +223,10 @@ func (p *proxy) kill() *incarnation {
 	inc.stopping.Store(true)
 	_ = syscall.Kill(inc.pid, syscall.SIGKILL)
 	<-inc.done
+	p.sink.storeEnded(time.Now())
+	p.mu.Lock()
+	p.killed = append(p.killed, inc.pid)
+	p.mu.Unlock()
 	p.sink.write(fmt.Sprintf("--- %s incarnation %d killed (SIGKILL), %s", p.name, inc.n, time.Now().Format(clock)))
 	return inc
 }
@@ -230,8 +248,10 @@ func (p *proxy) stop() error {
 	case <-time.After(20 * time.Second):
 		_ = syscall.Kill(inc.pid, syscall.SIGKILL)
 		<-inc.done
+		p.sink.storeEnded(time.Now())
 		return fmt.Errorf("soak: %s did not exit within 20s of SIGTERM", p.name)
 	}
+	p.sink.storeEnded(time.Now())
 	var ee *exec.ExitError
 	if errors.As(inc.err, &ee) {
 		return fmt.Errorf("soak: %s exited with %v after SIGTERM", p.name, inc.err)

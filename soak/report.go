@@ -36,6 +36,8 @@ type Report struct {
 	Verify                []string
 	Herd                  []string
 	Ledger                []ledgerLine
+	StoreOn               bool
+	Store                 storeLine
 	Failed                bool
 
 	table, unavailable string
@@ -72,6 +74,24 @@ func (s *soak) collect(rep *Report) {
 	rep.failures = append([]failure(nil), s.stats.failures...)
 	s.stats.mu.Unlock()
 	rep.PeakRSS = max(s.peakRSS.Load(), rep.After.PeakRSS, rep.Baseline.PeakRSS)
+	if s.store != nil {
+		rep.StoreOn = true
+		rep.Store.kills, rep.Store.outages = s.storeKills.Load(), s.storeOutages.Load()
+		rep.Store.claimantKills = s.claimantKills.Load()
+		for _, t := range s.tampers.list() {
+			rep.Store.tampers++
+			if t.onDisk {
+				rep.Store.tampersOnDisk++
+			}
+		}
+		s.tampers.mu.Lock()
+		rep.Store.tampersSkipped = s.tampers.skipped
+		s.tampers.mu.Unlock()
+		rep.Store.figs = storeFigures{}
+		for _, p := range append(append([]*proxy(nil), s.procs.all...), s.cold) {
+			rep.Store.figs.add(p.storeFigures())
+		}
+	}
 	rep.table, rep.unavailable = s.stats.table(), s.stats.unavailable()
 	rep.Failed = rep.Violations > 0
 	rep.workDir = s.workDir
@@ -133,9 +153,16 @@ func (r *Report) markdown() string {
 	row("answers that used the lateness allowance", fmt.Sprintf("%d (at most %s beyond access-ttl)", r.LateN, r.LateMax.Round(time.Millisecond)))
 	for _, l := range r.Ledger {
 		t := l.total
+		store := ""
+		if r.StoreOn {
+			store = fmt.Sprintf(", %s by the store's events, %s asked for while off the store", mib(t.store), mib(t.offStore))
+		}
 		row("upstream bytes, "+l.proxy, fmt.Sprintf("%s sent, %s in complete answers; %s fetched again within a cache life, "+
-			"where at most %s is explained (%s cut in flight, %s failed for space, %s spoiled by faults, %s sparse reads, %s reads on a full disk)",
-			mib(l.sent), mib(t.complete), mib(t.refetch), mib(t.slack), mib(t.lost), mib(t.noSpace), mib(t.spoiled), mib(t.sparse), mib(t.bypass)))
+			"where at most %s is explained (%s cut in flight, %s failed for space, %s spoiled by faults, %s sparse reads, %s reads on a full disk%s)",
+			mib(l.sent), mib(t.complete), mib(t.refetch), mib(t.slack), mib(t.lost), mib(t.noSpace), mib(t.spoiled), mib(t.sparse), mib(t.bypass), store))
+	}
+	if r.StoreOn {
+		r.storeRows(row)
 	}
 	for _, h := range r.Herd {
 		row("herd", h)

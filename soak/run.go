@@ -32,8 +32,18 @@ type soak struct {
 	events  *eventLog
 	stats   *stats
 	mounts  []string
+	// The shared store, when the run has one (nil with -no-store): the
+	// proxies share chunks through it, and the chaos restarts it, cuts it
+	// off and tampers with what it holds. cold is a proxy started only
+	// after the chaos, on an empty disk, to read everything through the
+	// store (final.go).
+	store   *objectStore
+	tampers *tamperLog
+	cold    *proxy
 
 	kills, diskFills, outages atomic.Int64
+	storeKills, storeOutages  atomic.Int64
+	claimantKills             atomic.Int64
 	peakRSS                   atomic.Int64
 }
 
@@ -56,8 +66,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		s.seed = uint64(time.Now().UnixNano())
 	}
 	s.events = newEventLog(time.Now())
-	fmt.Fprintf(cfg.Out, "soak: seed %d, %s of chaos, %d clients, 1 steady + %d crashy hubproxy\n",
-		s.seed, cfg.Duration, cfg.Clients, cfg.Crashy)
+	store := "one shared MinIO store"
+	if cfg.NoStore {
+		store = "no shared store"
+	}
+	fmt.Fprintf(cfg.Out, "soak: seed %d, %s of chaos, %d clients, 1 steady + %d crashy hubproxy, %s\n",
+		s.seed, cfg.Duration, cfg.Clients, cfg.Crashy, store)
 	defer s.cleanup()
 	if err := s.setup(); err != nil {
 		return nil, err
@@ -88,6 +102,14 @@ func (s *soak) setup() error {
 	}
 	s.workDir = dir
 	n := 1 + s.cfg.Crashy
+	if !s.cfg.NoStore {
+		st, err := startStore(s.cfg.MinIO, dir)
+		if err != nil {
+			return err
+		}
+		s.store, s.tampers = st, newTamperLog(s.seed)
+		n++ // the cold node's hub: it goes through the same history
+	}
 	var hubs []*hubtest.Hub
 	for range n {
 		h, err := hubtest.New(hubtest.Options{})
@@ -117,27 +139,43 @@ func (s *soak) setup() error {
 	s.gen = &generator{w: w, hist: s.hist}
 	s.procs = &procSet{}
 	for i, u := range s.ups {
-		if err := s.addProxy(i, u); err != nil {
+		if s.store != nil && i == len(s.ups)-1 {
+			// The cold node: wired now, started after the chaos.
+			p, err := s.newProxy("cold", false, u)
+			if err != nil {
+				return err
+			}
+			s.cold = p
+			continue
+		}
+		p, err := s.newProxy(fmt.Sprintf("p%d", i), i > 0, u)
+		if err != nil {
 			return err
 		}
+		s.procs.all = append(s.procs.all, p)
+		if _, err := p.start(); err != nil {
+			return err
+		}
+		s.events.add("proxy", fmt.Sprintf("%s started (pid %d)", p.name, p.current().pid))
 	}
 	return nil
 }
 
-// addProxy wires proxy i: its relays, ledger, disk, log and process.
-func (s *soak) addProxy(i int, u *upstream) error {
-	name := fmt.Sprintf("p%d", i)
+// newProxy wires a proxy: its relays, ledger, disk and log; it is not
+// started.
+func (s *soak) newProxy(name string, crashy bool, u *upstream) (*proxy, error) {
 	hubAddr, cdnAddr := hostOf(u.hub.URL), hostOf(u.hub.CDNURL)
 	l := newLedger(s.w, u.hub, "", "")
+	l.shared = s.store != nil
 	var err error
 	if u.hubRelay, err = newRelay(name+"-hub", hubAddr, l.relayLost); err != nil {
-		return err
+		return nil, err
 	}
 	if u.cdnRelay, err = newRelay(name+"-cdn", cdnAddr, l.relayLost); err != nil {
-		return err
+		return nil, err
 	}
 	if u.foreign, err = newRelay(name+"-foreign", hostOf(u.hub.ForeignURL), nil); err != nil {
-		return err
+		return nil, err
 	}
 	l.hubHost, l.cdnHost = u.hubRelay.Host(), u.cdnRelay.Host()
 	// Presigned URLs and foreign redirects point through the relays, so an
@@ -149,31 +187,30 @@ func (s *soak) addProxy(i int, u *upstream) error {
 
 	mount := filepath.Join(s.workDir, name)
 	if err := os.MkdirAll(mount, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	if !s.cfg.NoTmpfs {
 		if err := syscall.Mount("tmpfs", mount, "tmpfs", 0, "size="+tmpfsSize); err != nil {
-			return fmt.Errorf("soak: mounting a %s tmpfs for %s's cache (needs root; -no-tmpfs runs without, and without the disk-fill chaos): %w", tmpfsSize, name, err)
+			return nil, fmt.Errorf("soak: mounting a %s tmpfs for %s's cache (needs root; -no-tmpfs runs without, and without the disk-fill chaos): %w", tmpfsSize, name, err)
 		}
 		s.mounts = append(s.mounts, mount)
 	}
 	sink, err := newLogSink(filepath.Join(s.workDir, name+".log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p := &proxy{name: name, crashy: i > 0, bin: s.cfg.Bin, mount: mount, dir: filepath.Join(mount, "cache"),
+	p := &proxy{name: name, crashy: crashy, bin: s.cfg.Bin, mount: mount, dir: filepath.Join(mount, "cache"),
 		sink: sink, ledger: l, up: u}
-	p.args = proxyArgs(p.dir, u.hubRelay.URL(), "127.0.0.1:0")
+	storeURL := ""
+	if s.store != nil {
+		storeURL, p.env = s.store.URL(), s.store.env()
+	}
+	p.args = proxyArgs(p.dir, u.hubRelay.URL(), "127.0.0.1:0", storeURL)
 	p.exited = func(p *proxy, inc *incarnation) {
 		s.fail("crash", fmt.Sprintf("%s (pid %d) exited by itself: %v; last lines:\n    %s", p.name, inc.pid, inc.err,
 			joinLines(p.sink.tail(20))))
 	}
-	s.procs.all = append(s.procs.all, p)
-	if _, err := p.start(); err != nil {
-		return err
-	}
-	s.events.add("proxy", fmt.Sprintf("%s started (pid %d)", name, p.current().pid))
-	return nil
+	return p, nil
 }
 
 func hostOf(u string) string { return u[len("http://"):] }
@@ -200,7 +237,8 @@ func (s *soak) run(ctx context.Context) *Report {
 	var bg sync.WaitGroup
 	bg.Go(func() { s.rearmFaults(chaos) })
 	bg.Go(func() { s.sample(chaos, start) })
-	acts := makeSchedule(s.seed, scheduleOpts{duration: s.cfg.Duration, proxies: len(s.procs.all), diskFill: !s.cfg.NoTmpfs})
+	acts := makeSchedule(s.seed, scheduleOpts{duration: s.cfg.Duration, proxies: len(s.procs.all), diskFill: !s.cfg.NoTmpfs,
+		store: s.store != nil})
 	s.runChaos(chaos, start, acts)
 	<-chaos.Done()
 	stopChaos()
@@ -284,10 +322,17 @@ func (s *soak) faultTotal() int64 {
 // the work directory if the run failed.
 func (s *soak) cleanup() {
 	if s.procs != nil {
-		for _, p := range s.procs.all {
+		all := s.procs.all
+		if s.cold != nil {
+			all = append(all[:len(all):len(all)], s.cold)
+		}
+		for _, p := range all {
 			p.kill() // a run that ended early; a finished one stopped them
 			_ = p.sink.close()
 		}
+	}
+	if s.store != nil {
+		s.store.close()
 	}
 	for _, u := range s.ups {
 		if u.hubRelay != nil {

@@ -11,18 +11,22 @@ import (
 type actionKind int
 
 const (
-	actKill       actionKind = iota // SIGKILL a crashy proxy, restart it after hold
-	actDiskFill                     // fill a proxy's tmpfs to the brim for hold
-	actOutage                       // make upstream unreachable (mode) for hold
-	actRevoke                       // revoke bob's token at the hub
-	actGrant                        // give it back
-	actAccess                       // set the flip repo's access (gated, private)
-	actCommit                       // push a new commit to the moving repo's main
-	actExpireURLs                   // invalidate every presigned CDN URL
+	actKill        actionKind = iota // SIGKILL a crashy proxy, restart it after hold
+	actDiskFill                      // fill a proxy's tmpfs to the brim for hold
+	actOutage                        // make upstream unreachable (mode) for hold
+	actRevoke                        // revoke bob's token at the hub
+	actGrant                         // give it back
+	actAccess                        // set the flip repo's access (gated, private)
+	actCommit                        // push a new commit to the moving repo's main
+	actExpireURLs                    // invalidate every presigned CDN URL
+	actStoreKill                     // SIGKILL the shared store, restart it on its data after hold
+	actStoreOutage                   // make the shared store unreachable (mode) for hold
+	actTamper                        // change a stored chunk's bytes, keeping its size (onDisk: in MinIO's files)
 )
 
 func (k actionKind) String() string {
-	return [...]string{"kill", "disk-fill", "outage", "revoke", "grant", "access", "commit", "expire-urls"}[k]
+	return [...]string{"kill", "disk-fill", "outage", "revoke", "grant", "access", "commit", "expire-urls",
+		"store-kill", "store-outage", "tamper"}[k]
 }
 
 // action is one scheduled piece of chaos.
@@ -34,6 +38,10 @@ type action struct {
 	mode   relayMode     // outage
 	gated  bool          // access
 	priv   bool          // access
+	onDisk bool          // tamper: in MinIO's data directory, else through the S3 API
+	// kill: rather than target, a crashy proxy caught holding a chunk
+	// claim, so another must take the chunk over (storechaos.go)
+	claimant bool
 }
 
 func (a action) String() string {
@@ -41,6 +49,9 @@ func (a action) String() string {
 	switch a.kind {
 	case actKill, actDiskFill:
 		s += fmt.Sprintf(" proxy %d for %s", a.target, a.hold.Round(time.Millisecond))
+		if a.claimant {
+			s += " (or whichever crashy proxy holds a chunk claim)"
+		}
 	case actOutage:
 		who := fmt.Sprintf("proxy %d's upstream", a.target)
 		if a.target < 0 {
@@ -49,6 +60,12 @@ func (a action) String() string {
 		s += fmt.Sprintf(" %s %s for %s", who, a.mode, a.hold.Round(time.Millisecond))
 	case actAccess:
 		s += fmt.Sprintf(" soak/flip gated=%v private=%v", a.gated, a.priv)
+	case actStoreKill:
+		s += fmt.Sprintf(" down for %s", a.hold.Round(time.Millisecond))
+	case actStoreOutage:
+		s += fmt.Sprintf(" %s for %s", a.mode, a.hold.Round(time.Millisecond))
+	case actTamper:
+		s += map[bool]string{true: " on disk", false: " through the S3 API"}[a.onDisk]
 	}
 	return s
 }
@@ -58,6 +75,7 @@ type scheduleOpts struct {
 	duration time.Duration
 	proxies  int  // proxy 0 is steady, the rest crashy
 	diskFill bool // tmpfs caches, so the disk can be filled
+	store    bool // the proxies share a store, which the chaos restarts, cuts off and tampers with
 }
 
 // makeSchedule draws the whole chaos schedule from seed: the same seed and
@@ -114,6 +132,24 @@ func makeSchedule(seed uint64, o scheduleOpts) []action {
 	every(between(20*time.Second, 40*time.Second), 30*time.Second, 60*time.Second, func(t time.Duration) []action {
 		return []action{{at: t, kind: actExpireURLs}}
 	})
+	if o.store {
+		// Drawn after everything else, so a seed's schedule without the
+		// store is the same as before the store joined.
+		every(between(20*time.Second, 50*time.Second), 50*time.Second, 80*time.Second, func(t time.Duration) []action {
+			return []action{{at: t, kind: actStoreKill, hold: between(0, 3*time.Second)}}
+		})
+		every(between(30*time.Second, 60*time.Second), 50*time.Second, 90*time.Second, func(t time.Duration) []action {
+			return []action{{at: t, kind: actStoreOutage, mode: relayMode(1 + rng.IntN(2)), hold: between(3*time.Second, 10*time.Second)}}
+		})
+		every(between(8*time.Second, 20*time.Second), 15*time.Second, 30*time.Second, func(t time.Duration) []action {
+			return []action{{at: t, kind: actTamper, onDisk: rng.IntN(2) == 0}}
+		})
+		for i := range acts {
+			if acts[i].kind == actKill {
+				acts[i].claimant = rng.IntN(2) == 0
+			}
+		}
+	}
 	sort.SliceStable(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
 	return acts
 }

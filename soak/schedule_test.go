@@ -26,18 +26,18 @@ func TestScheduleIsAFunctionOfTheSeed(t *testing.T) {
 // and exercise every kind of chaos.
 func TestDefaultScheduleHasEverything(t *testing.T) {
 	for seed := uint64(1); seed <= 200; seed++ {
-		acts := makeSchedule(seed, scheduleOpts{duration: DefaultDuration, proxies: 2, diskFill: true})
+		acts := makeSchedule(seed, scheduleOpts{duration: DefaultDuration, proxies: 1 + DefaultCrashy, diskFill: true, store: true})
 		count := map[actionKind]int{}
 		for _, a := range acts {
 			count[a.kind]++
-			if a.kind == actKill && (a.target < 1 || a.target > 1) {
-				t.Fatalf("seed %d kills proxy %d; only proxy 1 is crashy", seed, a.target)
+			if a.kind == actKill && (a.target < 1 || a.target > DefaultCrashy) {
+				t.Fatalf("seed %d kills proxy %d; only proxies 1 to %d are crashy", seed, a.target, DefaultCrashy)
 			}
 		}
 		if count[actKill] < 20 {
 			t.Fatalf("seed %d: %d kills in the default run", seed, count[actKill])
 		}
-		for k := actKill; k <= actExpireURLs; k++ {
+		for k := actKill; k <= actTamper; k++ {
 			if count[k] == 0 {
 				t.Fatalf("seed %d: no %s", seed, k)
 			}
@@ -48,5 +48,27 @@ func TestDefaultScheduleHasEverything(t *testing.T) {
 	}
 	if acts := makeSchedule(1, scheduleOpts{duration: DefaultDuration, proxies: 2}); slices.ContainsFunc(acts, func(a action) bool { return a.kind == actDiskFill }) {
 		t.Error("a disk fill scheduled without tmpfs")
+	}
+}
+
+// The two-minute run `make test` does still restarts the store, cuts it off
+// and tampers with it, whatever the seed; and without a store none of that
+// is scheduled.
+func TestCIScheduleHasTheStoreChaos(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		count := map[actionKind]int{}
+		for _, a := range makeSchedule(seed, scheduleOpts{duration: 2 * time.Minute, proxies: 3, diskFill: true, store: true}) {
+			count[a.kind]++
+		}
+		for _, k := range []actionKind{actStoreKill, actStoreOutage, actTamper} {
+			if count[k] == 0 {
+				t.Fatalf("seed %d: no %s in two minutes", seed, k)
+			}
+		}
+	}
+	for _, a := range makeSchedule(1, scheduleOpts{duration: DefaultDuration, proxies: 3}) {
+		if a.kind >= actStoreKill {
+			t.Fatalf("%v scheduled without a store", a)
+		}
 	}
 }

@@ -6,7 +6,9 @@
 # which the chaos fills). Extra flags go in SOAK_FLAGS, e.g.
 # `make soak SOAK_FLAGS='-seed 42 -duration 3m'` to replay a failed run's
 # schedule; `go run ./soak/cmd/soak -h` lists them. It uses the Makefile's
-# `build` target and its GO and BIN variables.
+# `build` target and its GO and BIN variables, and its `minio` target and
+# MINIO variable: the proxies share one real MinIO store, built and found
+# the way `make test` builds and finds it.
 SOAK_BIN := bin/soak
 SOAK_FLAGS ?=
 
@@ -15,8 +17,8 @@ SOAK_FLAGS ?=
 soak-bin: build
 	$(GO) build -o $(SOAK_BIN) ./soak/cmd/soak
 
-soak: soak-bin
-	./$(SOAK_BIN) -hubproxy $(BIN) $(SOAK_FLAGS)
+soak: soak-bin minio
+	./$(SOAK_BIN) -hubproxy $(BIN) -minio $(CURDIR)/$(MINIO) $(SOAK_FLAGS)
 
-soak-ci: soak-bin
-	./$(SOAK_BIN) -hubproxy $(BIN) -duration 2m $(SOAK_FLAGS)
+soak-ci: soak-bin minio
+	./$(SOAK_BIN) -hubproxy $(BIN) -minio $(CURDIR)/$(MINIO) -duration 2m $(SOAK_FLAGS)

@@ -21,6 +21,8 @@ func main() {
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the chaos schedule, the faults and the workload (0: from the clock)")
 	flag.IntVar(&cfg.Clients, "clients", soak.DefaultClients, "concurrent clients")
 	flag.IntVar(&cfg.Crashy, "crashy", soak.DefaultCrashy, "hubproxy processes that get killed (one more never is)")
+	flag.StringVar(&cfg.MinIO, "minio", os.Getenv("HUBPROXY_MINIO"), "the MinIO binary the shared store runs on (`make minio` builds it; default $HUBPROXY_MINIO)")
+	flag.BoolVar(&cfg.NoStore, "no-store", false, "run the proxies without a shared store (and without its chaos)")
 	flag.DurationVar(&cfg.Warmup, "warmup", soak.DefaultWarmup, "traffic before the chaos, after which the leak baseline is taken")
 	flag.StringVar(&cfg.WorkDir, "workdir", "", "keep caches and logs here (default: a temporary directory, removed after a pass)")
 	flag.BoolVar(&cfg.NoTmpfs, "no-tmpfs", false, "cache on the work directory's filesystem (no root needed), without the disk-fill chaos")

@@ -1,0 +1,95 @@
+package soak
+
+import (
+	"crypto/sha256"
+	"testing"
+	"time"
+)
+
+func TestChunkKeysAndObjects(t *testing.T) {
+	etag := "ab12"
+	c, ok := parseChunkKey(chunkKeyPrefix + etag + "/262144/3")
+	if !ok || c.etag != etag || c.size != 262144 || c.index != 3 {
+		t.Fatalf("parsed %+v %v", c, ok)
+	}
+	for _, bad := range []string{chunkKeyPrefix + etag + "/262144", chunkKeyPrefix + etag + "/x/3", claimKeyPrefix + etag + "/262144/3/0"} {
+		if _, ok := parseChunkKey(bad); ok {
+			t.Errorf("%s parsed as a chunk", bad)
+		}
+	}
+	data := []byte("chunk bytes")
+	sum := sha256.Sum256(data)
+	obj := append(append([]byte(nil), data...), sum[:]...)
+	if got, err := payloadOf(obj); err != nil || string(got) != string(data) {
+		t.Fatalf("payload %q %v", got, err)
+	}
+	obj[2] ^= 1
+	if _, err := payloadOf(obj); err == nil {
+		t.Error("a changed object passed its digest")
+	}
+	if _, err := payloadOf([]byte("short")); err == nil {
+		t.Error("an object shorter than a digest passed")
+	}
+}
+
+func TestClaimOwners(t *testing.T) {
+	owner := claimOwner([]byte(`{"owner":"node-a-1234-9f8e7d6c","beat":2,"time":"2026-01-01T00:00:00Z"}`))
+	if owner != "node-a-1234-9f8e7d6c" || ownerPID(owner) != 1234 {
+		t.Fatalf("owner %q, pid %d", owner, ownerPID(owner))
+	}
+	if ownerPID("garbage") != 0 || claimOwner([]byte("{}")) != "" {
+		t.Error("a claim without an owner named one")
+	}
+}
+
+// The stretches a proxy served around the store come from its log lines,
+// widened for answers in flight, and close with its incarnation.
+func TestStoreEvents(t *testing.T) {
+	ev := newStoreEvents()
+	t0 := time.Now()
+	ev.note(logEntry{Msg: storeDownMsgs[0]}, t0)
+	ev.note(logEntry{Msg: storeDownMsgs[0]}, t0.Add(time.Second)) // still the same stretch
+	ev.note(logEntry{Msg: storeUpMsg}, t0.Add(5*time.Second))
+	ev.note(logEntry{Msg: storeDownMsgs[1]}, t0.Add(time.Minute))
+	ev.closeDown(t0.Add(61 * time.Second))
+	if len(ev.down) != 2 {
+		t.Fatalf("%d stretches, want 2", len(ev.down))
+	}
+	for _, c := range []struct {
+		at  time.Duration
+		off bool
+	}{{-2 * time.Second, false}, {0, true}, {5*time.Second + storeGrace - time.Millisecond, true}, {30 * time.Second, false}, {61 * time.Second, true}} {
+		if got := ev.offStore(t0.Add(c.at)); got != c.off {
+			t.Errorf("at %v: off the store %v, want %v", c.at, got, c.off)
+		}
+	}
+	ev.note(logEntry{Msg: "shared store: chunk object does not match its digest; deleting it", Key: "v2/chunks/e1/262144/0"}, t0)
+	ev.note(logEntry{Msg: storeForgetMsgs[0], ETag: "e2"}, t0)
+	ev.note(logEntry{Msg: "shared store: something new"}, t0)
+	if ev.chunks["e1"] != 1 || ev.forgets["e2"] != 1 || ev.other["shared store: something new"] != 1 {
+		t.Errorf("chunks %v, forgets %v, other %v", ev.chunks, ev.forgets, ev.other)
+	}
+}
+
+func TestStoreFigures(t *testing.T) {
+	page := `# HELP hubproxy_store_claims_total x
+hubproxy_store_claims_total{result="taken_over"} 2
+hubproxy_store_claims_total{result="waited"} 5
+hubproxy_store_claims_total{result="won"} 7
+hubproxy_store_bytes_total{direction="read"} 1e+06
+hubproxy_store_bytes_total{direction="written"} 300
+hubproxy_store_requests_total{op="get",result="ok"} 10
+hubproxy_store_requests_total{op="put",result="error"} 1
+hubproxy_store_errors_total{op="put"} 1
+hubproxy_store_up 1
+`
+	f := parseStoreFigures(page)
+	want := storeFigures{Won: 7, Waited: 5, TakenOver: 2, Read: 1e6, Written: 300, Requests: 11, Errors: 1}
+	if f != want {
+		t.Fatalf("%+v, want %+v", f, want)
+	}
+	f.add(want)
+	if f.Won != 14 || f.Read != 2e6 {
+		t.Errorf("sum %+v", f)
+	}
+}

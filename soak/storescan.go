@@ -1,0 +1,207 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// The store's layout as hubproxy writes it (internal/sharedfill), read here
+// independently of hubproxy's own code, so that the scan is an oracle and
+// not hubproxy checking itself: chunk objects (the chunk's bytes, then
+// their sha256) at <prefix>/<layout>/chunks/<etag>/<chunk size>/<index>,
+// claims at
+// <prefix>/<layout>/claims/<etag>/<chunk size>/<index>/<generation>.
+const storeLayout = "v2"
+
+var (
+	chunkKeyPrefix = storePrefix + "/" + storeLayout + "/chunks/"
+	claimKeyPrefix = storePrefix + "/" + storeLayout + "/claims/"
+)
+
+// chunkRef names one stored chunk.
+type chunkRef struct {
+	key          string
+	etag         string
+	size, index  int64 // the chunk size it was shared by, and its index
+	objSize      int64
+	lastModified time.Time
+}
+
+func parseChunkKey(key string) (chunkRef, bool) {
+	rest, ok := strings.CutPrefix(key, chunkKeyPrefix)
+	if !ok {
+		return chunkRef{}, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
+		return chunkRef{}, false
+	}
+	size, err1 := strconv.ParseInt(parts[1], 10, 64)
+	idx, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || size <= 0 || idx < 0 {
+		return chunkRef{}, false
+	}
+	return chunkRef{key: key, etag: parts[0], size: size, index: idx}, true
+}
+
+// payloadOf is the chunk bytes an object holds (they come first, then their
+// sha256), or why it holds none.
+func payloadOf(obj []byte) ([]byte, error) {
+	if len(obj) < sha256.Size {
+		return nil, fmt.Errorf("a %d-byte object is too short for a chunk", len(obj))
+	}
+	data, sum := obj[:len(obj)-sha256.Size], obj[len(obj)-sha256.Size:]
+	if want := sha256.Sum256(data); !bytes.Equal(sum, want[:]) {
+		return nil, errors.New("the chunk's bytes do not match the digest it carries")
+	}
+	return data, nil
+}
+
+// claimRef is one claim object left in the store.
+type claimRef struct {
+	key, owner   string
+	lastModified time.Time
+}
+
+// storeScan is what the store held when scanned.
+type storeScan struct {
+	chunks     int
+	bytes      int64
+	good       int
+	wrong      []string // keys of chunks whose bytes are not the hub's
+	unreadable []string // keys of chunks the store would not return
+	other      []string // objects that are neither chunks nor claims
+	claims     []claimRef
+	// badETags are the files a wrong or unreadable chunk belongs to.
+	badETags map[string]bool
+	// goodChunks are the good chunks, by etag, as [start, end) of the file.
+	goodChunks map[string][][2]int64
+}
+
+// expected is the hub's bytes for a chunk, or an error if no content the
+// hub has could be behind it.
+func (w *world) expected(c chunkRef) ([]byte, error) {
+	b := w.blob(c.etag)
+	if b == nil {
+		return nil, fmt.Errorf("no content the hub has is named %s", c.etag)
+	}
+	start := c.index * c.size
+	if start >= b.size() {
+		return nil, fmt.Errorf("chunk %d of %d bytes starts past the file's %d bytes", c.index, c.size, b.size())
+	}
+	return b.data[start:min(start+c.size, b.size())], nil
+}
+
+// scanStore lists every object under the proxies' prefix and reads every
+// chunk, comparing it with the hub's content for its etag.
+func (s *soak) scanStore(ctx context.Context) (*storeScan, error) {
+	sc := &storeScan{badETags: map[string]bool{}, goodChunks: map[string][][2]int64{}}
+	var refs []chunkRef
+	p := s3.NewListObjectsV2Paginator(s.store.client, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket), Prefix: aws.String(storePrefix + "/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the store: %w", err)
+		}
+		for _, o := range page.Contents {
+			key := aws.ToString(o.Key)
+			switch {
+			case strings.HasPrefix(key, chunkKeyPrefix):
+				c, ok := parseChunkKey(key)
+				if !ok {
+					sc.other = append(sc.other, key)
+					continue
+				}
+				c.objSize, c.lastModified = aws.ToInt64(o.Size), aws.ToTime(o.LastModified)
+				refs = append(refs, c)
+			case strings.HasPrefix(key, claimKeyPrefix):
+				sc.claims = append(sc.claims, claimRef{key: key, lastModified: aws.ToTime(o.LastModified)})
+			default:
+				sc.other = append(sc.other, key)
+			}
+		}
+	}
+	for _, c := range refs {
+		sc.chunks++
+		sc.bytes += c.objSize
+		obj, err := s.getObject(ctx, c.key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if isNotFound(err) {
+				continue // deleted since the listing
+			}
+			sc.unreadable = append(sc.unreadable, c.key)
+			sc.badETags[c.etag] = true
+			continue
+		}
+		want, werr := s.w.expected(c)
+		got, perr := payloadOf(obj)
+		if werr != nil || perr != nil || !bytes.Equal(got, want) {
+			sc.wrong = append(sc.wrong, c.key)
+			sc.badETags[c.etag] = true
+			continue
+		}
+		sc.good++
+		start := c.index * c.size
+		sc.goodChunks[c.etag] = append(sc.goodChunks[c.etag], [2]int64{start, start + int64(len(want))})
+	}
+	for i := range sc.claims {
+		if obj, err := s.getObject(ctx, sc.claims[i].key); err == nil {
+			sc.claims[i].owner = claimOwner(obj)
+		}
+	}
+	sort.Strings(sc.wrong)
+	sort.Strings(sc.unreadable)
+	return sc, nil
+}
+
+// getObject reads one object whole.
+func (s *soak) getObject(ctx context.Context, key string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := s.store.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(storeBucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}
+
+func isNotFound(err error) bool {
+	var re interface{ HTTPStatusCode() int }
+	return errors.As(err, &re) && re.HTTPStatusCode() == 404
+}
+
+// claimOwner reads the owner out of a claim object ({"owner": ...}).
+func claimOwner(obj []byte) string {
+	_, rest, ok := bytes.Cut(obj, []byte(`"owner":"`))
+	if !ok {
+		return ""
+	}
+	owner, _, _ := bytes.Cut(rest, []byte(`"`))
+	return string(owner)
+}
+
+// ownerPID is the process id in a claim owner's name (host-pid-random).
+func ownerPID(owner string) int {
+	i := strings.LastIndexByte(owner, '-')
+	if i < 0 {
+		return 0
+	}
+	j := strings.LastIndexByte(owner[:i], '-')
+	pid, _ := strconv.Atoi(owner[j+1 : i])
+	return pid
+}
