@@ -235,7 +235,10 @@ func TestDisconnectingReaderDoesNotAbortFill(t *testing.T) {
 		_, err := h1.ReadAt(make([]byte, 100), 0)
 		done <- err
 	}()
-	for range 3 { // the block it needs, and two chunks of read-ahead
+	// The block it needs, and three requests of read-ahead (the rest of
+	// chunk 0, chunks 1 and 2): wait for all of them to reach the origin,
+	// or one cancelled before it got there would not be fetched twice.
+	for range 4 {
 		<-started
 	}
 	cancel()
