@@ -164,20 +164,28 @@ func (a *abortOnError) Read(p []byte) (int, error) {
 }
 
 func setFileHeaders(h http.Header, name string, m resolver.Meta) {
-	etag := `"` + m.ETag + `"`
-	h.Set("X-Repo-Commit", m.Commit)
-	h.Set("ETag", etag)
-	h.Set("X-Linked-Etag", etag)
-	h.Set("X-Linked-Size", strconv.FormatInt(m.Size, 10))
-	h.Set("Accept-Ranges", "bytes")
 	ct := mime.TypeByExtension(path.Ext(name))
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	h.Set("Content-Type", ct)
 	base := path.Base(name)
-	h.Set("Content-Disposition", fmt.Sprintf(`inline; filename*=UTF-8''%s; filename="%s"`,
-		escapeRFC5987(base), asciiFilename(base)))
+	etag := `"` + m.ETag + `"`
+	// Keys are written in canonical form straight into the map, and the
+	// values share one backing array: this runs on every warm read, where
+	// Header.Set's canonicalisation and seven small allocations showed in
+	// profiles of 4 KiB ranges.
+	v := [...]string{
+		m.Commit, etag, etag, strconv.FormatInt(m.Size, 10), "bytes", ct,
+		"inline; filename*=UTF-8''" + escapeRFC5987(base) + `; filename="` + asciiFilename(base) + `"`,
+	}
+	vs := v[:]
+	h["X-Repo-Commit"] = vs[0:1:1]
+	h["Etag"] = vs[1:2:2]
+	h["X-Linked-Etag"] = vs[2:3:3]
+	h["X-Linked-Size"] = vs[3:4:4]
+	h["Accept-Ranges"] = vs[4:5:5]
+	h["Content-Type"] = vs[5:6:6]
+	h["Content-Disposition"] = vs[6:7:7]
 }
 
 // servePointer answers /raw/ for an LFS file with its git-lfs pointer,
@@ -192,10 +200,13 @@ func (s *Server) servePointer(w http.ResponseWriter, r *http.Request, m resolver
 }
 
 func escapeRFC5987(s string) string {
+	if !strings.ContainsFunc(s, needsRFC5987Escape) {
+		return s // the usual file name: nothing to build
+	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$&+-.^_`|~", c) >= 0) {
+		if !needsRFC5987Escape(rune(c)) {
 			b.WriteByte(c)
 			continue
 		}
@@ -204,9 +215,19 @@ func escapeRFC5987(s string) string {
 	return b.String()
 }
 
+// needsRFC5987Escape reports whether c (a byte, or a rune of a string being
+// scanned) is outside RFC 5987's attr-char.
+func needsRFC5987Escape(c rune) bool {
+	return !(c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$&+-.^_`|~", c)))
+}
+
 func asciiFilename(s string) string {
+	unsafe := func(c rune) bool { return c < 0x20 || c > 0x7e || c == '"' || c == '\\' }
+	if !strings.ContainsFunc(s, unsafe) {
+		return s
+	}
 	return strings.Map(func(c rune) rune {
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+		if unsafe(c) {
 			return '_'
 		}
 		return c
