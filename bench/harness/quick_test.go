@@ -61,9 +61,16 @@ func TestQuickBenchmark(t *testing.T) {
 	}
 	md := string(b)
 	ratios, raw, ok := strings.Cut(md, "## Raw figures")
-	if !ok || !strings.Contains(ratios, "| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct | hubproxy / aria2c |") ||
-		!strings.Contains(raw, "| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | aria2c | Note |") {
+	if !ok || !strings.Contains(ratios, "| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct | hubproxy / aria2c | hubproxy / net-http-floor |") ||
+		!strings.Contains(raw, "| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | aria2c | net-http-floor | Note |") {
 		t.Fatalf("the report lacks its tables:\n%s", md)
+	}
+	// Scenarios 8 and 9 divide hubproxy by the net/http floor too.
+	for _, line := range strings.Split(ratios, "\n") {
+		if (strings.HasPrefix(line, "| 8 | ") || strings.HasPrefix(line, "| 9 | ")) && strings.Contains(line, "| higher |") &&
+			strings.HasSuffix(line, "| — |") {
+			t.Errorf("no net/http floor figure in %q", line)
+		}
 	}
 	for s := 1; s <= 9; s++ {
 		row := fmt.Sprintf("\n| %d | ", s)
@@ -89,6 +96,8 @@ func TestQuickBenchmark(t *testing.T) {
 				want = 0 // proxies only
 			case name == Aria2c && (m.Scenario != 1 || ariaErr != nil):
 				want = 0
+			case name == Floor && m.Scenario != 8 && m.Scenario != 9:
+				want = 0 // a yardstick for warm ranges only
 			}
 			if n := len(m.Samples[name]); n != want {
 				t.Errorf("scenario %d %q: %d samples for %s, want %d", m.Scenario, m.Metric, n, name, want)

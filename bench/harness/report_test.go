@@ -66,11 +66,11 @@ func TestMarkdown(t *testing.T) {
 	md := testReport().Markdown()
 	for _, want := range []string{
 		"# hubproxy benchmark: 2026-03-04 on box/1",
-		"| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct | hubproxy / aria2c |",
+		"| # | Scenario | Metric | Better | hubproxy / nginx-slice | hubproxy / direct | hubproxy / aria2c | hubproxy / net-http-floor |",
 		"| 1 | cold | time (s) | lower | 0.500 (hubproxy) | 0.250 (hubproxy) | 2.000 (peer) |",
 		"| 1 | cold | throughput (MiB/s) | higher | 3.000 (hubproxy) | 6.000 (hubproxy) | 0.500 (peer) |",
 		"| 7 | memory | peak RSS (MiB) | lower | 0.500 (hubproxy) | — | — |",
-		"| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | aria2c | Note |",
+		"| # | Scenario | Metric | Unit | hubproxy | nginx-slice | direct | aria2c | net-http-floor | Note |",
 		"| 1 | cold | time | s | 2.000 (1.000–3.000) | 4.000 | 8.000 | 1.000 |",
 		"| 1. cold | time | 2.000 s | 0.500 (hubproxy) | 0.250 (hubproxy) | 2.000 (peer) |",
 		"`make bench-quick`, quick sizes",

@@ -39,6 +39,9 @@ type bench struct {
 	work        string
 	hubproxyBin string
 	minio       *minio
+	// floorBin is bench/cmd/floorsrv, the net/http floor of scenarios 8
+	// and 9 (floor.go).
+	floorBin string
 }
 
 // Run starts the fake hub, hubproxy and nginx, runs every scenario, writes
@@ -96,13 +99,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	floorBin, err := buildCmd(ctx, cfg.ModuleDir, work, "floorsrv")
+	if err != nil {
+		return nil, err
+	}
+
 	hub, err := hubtest.New(hubtest.Options{BandwidthPerConn: cfg.Bandwidth, Latency: cfg.Latency})
 	if err != nil {
 		return nil, err
 	}
 	defer hub.Close()
 	fmt.Fprintln(log, "generating synthetic models")
-	b := &bench{cfg: cfg, log: log, hub: hub, fx: addFixtures(hub, cfg), procs: g, work: work, hubproxyBin: hubproxyBin,
+	b := &bench{cfg: cfg, log: log, hub: hub, fx: addFixtures(hub, cfg), procs: g, work: work, hubproxyBin: hubproxyBin, floorBin: floorBin,
 		minio: &minio{bin: minioBin, procs: g, workDir: work}}
 	b.hp = newHubproxy(g, work, hubproxyBin, hub.URL)
 	b.ng = newNginx(g, work, nginxBin, hub.URL, cfg.SliceSize, cfg.NginxWorkers)
@@ -162,6 +170,7 @@ func (b *bench) settings() []string {
 		"hubproxy: default settings (64 KiB blocks, 8 MiB chunks, read-ahead 4, 16 upstream requests), unlimited cache, no admin API",
 		fmt.Sprintf("nginx: slice %s, proxy_cache + proxy_cache_lock, worker_processes %s, redirects followed by a second server block (bench/README.md)", mib(c.SliceSize), c.NginxWorkers),
 		b.ariaSetting(),
+		"net-http-floor (8, 9): a Go net/http server (bench/floor) that answers ranges of hubproxy's own warm blob with the response headers hubproxy sent, by one pread below 128 KiB and sendfile above, as hubproxy does, and does nothing else: what any net/http server costs here",
 		fmt.Sprintf("ceiling probes: %s written + fsynced into the caches' filesystem, hashed, and sent over one loopback connection", mib(c.CeilingSize)),
 		fmt.Sprintf("cluster (10): %d hubproxy nodes × %d clients each, released at once on one cold %s file (%s); nodes share through MinIO %s on loopback (one drive, in the run's temporary directory) or a file:// directory, or do not share; the one shared pod serves all %d clients",
 			c.ClusterNodes, c.ClusterClients, mib(b.fx.cluster.size), b.fx.cluster.repo, miniotest.Version, c.ClusterNodes*c.ClusterClients),
@@ -190,16 +199,26 @@ func (b *bench) logf(format string, a ...any) {
 // buildHubproxy builds ./cmd/hubproxy of the module at dir (or the one the
 // working directory is in) into out.
 func buildHubproxy(ctx context.Context, dir, out string) (string, error) {
+	return buildCmd(ctx, dir, out, "hubproxy")
+}
+
+// buildCmd builds ./cmd/NAME (or ./bench/cmd/NAME) of the module at dir
+// into out/NAME, static.
+func buildCmd(ctx context.Context, dir, out, name string) (string, error) {
 	dir, err := moduleRoot(ctx, dir)
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(out, "hubproxy")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/hubproxy")
+	pkg := "./cmd/" + name
+	if _, err := os.Stat(filepath.Join(dir, pkg)); err != nil {
+		pkg = "./bench/cmd/" + name
+	}
+	bin := filepath.Join(out, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if o, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("harness: go build ./cmd/hubproxy: %v: %s", err, tail(o))
+		return "", fmt.Errorf("harness: go build %s: %v: %s", pkg, err, tail(o))
 	}
 	return bin, nil
 }

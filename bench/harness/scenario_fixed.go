@@ -22,15 +22,21 @@ func (b *bench) warmBigRanges(ctx context.Context) ([]Measure, error) {
 }
 
 // fixedRanges runs fixedRangeLoad against both proxies, warm from scenario
-// 1. Direct is left out: it has no cache, and scenario 3 already shows what
-// a resolve and a redirect per request cost.
+// 1, and against the net/http floor (floor.go) on hubproxy's blob. Direct is
+// left out: it has no cache, and scenario 3 already shows what a resolve
+// and a redirect per request cost.
 func (b *bench) fixedRanges(ctx context.Context, scenario int, n int64, byThroughput bool) ([]Measure, error) {
 	f := b.fx.large
 	c := b.cfg
 	rps, mbs, p50, p99, ups, srvCPU := samples{}, samples{}, samples{}, samples{}, samples{}, samples{}
 	cliCores, busyCores := samples{}, samples{}
 	seed := uint64(1000 * scenario)
-	err := b.each(ctx, fmt.Sprint(scenario), []target{b.hp, b.ng}, func(ctx context.Context, t target) error {
+	fl, err := b.startFloor(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.stop()
+	err = b.each(ctx, fmt.Sprint(scenario), []target{b.hp, b.ng, fl}, func(ctx context.Context, t target) error {
 		seed++
 		cpu0, _, err := t.cpuTime()
 		if err != nil {
@@ -71,7 +77,7 @@ func (b *bench) fixedRanges(ctx context.Context, scenario int, n int64, byThroug
 	}
 	title := fmt.Sprintf("warm random %s ranges, %d conns", sizeName(n), c.FixedRangeConns)
 	var cli []string
-	for _, t := range []string{Hubproxy, Nginx} {
+	for _, t := range []string{Hubproxy, Nginx, Floor} {
 		cli = append(cli, fmt.Sprintf("%s: load generator %s, whole machine %s", t,
 			sig(summarize(cliCores[t]).median), sig(summarize(busyCores[t]).median)))
 	}

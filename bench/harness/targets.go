@@ -23,7 +23,7 @@ const (
 )
 
 // targetNames is the report's column order.
-var targetNames = []string{Hubproxy, Nginx, Direct, Aria2c}
+var targetNames = []string{Hubproxy, Nginx, Direct, Aria2c, Floor}
 
 // peerNames are the columns hubproxy is divided by.
 var peerNames = targetNames[1:]
