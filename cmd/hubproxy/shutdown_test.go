@@ -42,7 +42,9 @@ func TestSIGTERMDrainsThenCutsAndExitsCleanly(t *testing.T) {
 		logs []string
 	)
 	addr := make(chan string, 1)
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			mu.Lock()
@@ -63,6 +65,10 @@ func TestSIGTERMDrainsThenCutsAndExitsCleanly(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	go io.Copy(io.Discard, resp.Body) // the client keeps reading until cut
+	// Read the log to its end before Wait, which closes the pipe and would
+	// drop the last lines (the one this test looks for) if they were still
+	// in it.
+	<-scanned
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
