@@ -56,17 +56,23 @@ func openStore(cmd *cobra.Command) (*sharedstore.Store, error) {
 	return sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{})
 }
 
+// takeInventory opens the configured store and lists what it holds.
+func takeInventory(cmd *cobra.Command) (sharedfill.Inventory, *sharedstore.Store, error) {
+	s, err := openStore(cmd)
+	if err != nil {
+		return sharedfill.Inventory{}, nil, err
+	}
+	inv, err := sharedfill.Take(cmd.Context(), s, time.Now())
+	return inv, s, err
+}
+
 func newStoreLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the files in the shared store: content hash, chunks, size, last put",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openStore(cmd)
-			if err != nil {
-				return err
-			}
-			inv, err := sharedfill.Take(cmd.Context(), s, time.Now())
+			inv, _, err := takeInventory(cmd)
 			if err != nil {
 				return err
 			}
@@ -93,11 +99,7 @@ func newStoreDuCmd() *cobra.Command {
 		Short: "Bytes the shared store holds, and its chunk claims",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openStore(cmd)
-			if err != nil {
-				return err
-			}
-			inv, err := sharedfill.Take(cmd.Context(), s, time.Now())
+			inv, s, err := takeInventory(cmd)
 			if err != nil {
 				return err
 			}
