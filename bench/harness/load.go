@@ -70,17 +70,23 @@ func rangeLoad(ctx context.Context, u string, size, lo, hi int64, conns int, d t
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	return res, res.finish(ctx, first, d)
+}
+
+// finish ends a run of d: the first worker's error, else ctx's, else an
+// error when no request completed; it sorts the latencies.
+func (res *loadResult) finish(ctx context.Context, first error, d time.Duration) error {
 	if first != nil {
-		return res, first
+		return first
 	}
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return err
 	}
 	if res.requests == 0 {
-		return res, fmt.Errorf("harness: no range request completed in %v", d)
+		return fmt.Errorf("harness: no range request completed in %v", d)
 	}
 	slices.Sort(res.latencies)
-	return res, nil
+	return nil
 }
 
 // rangeWorker is one connection's loop until deadline.

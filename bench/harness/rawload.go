@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -92,17 +91,7 @@ func fixedRangeLoad(ctx context.Context, u string, size, n int64, conns int, d t
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.clientCPU, res.machineCPU = selfCPU()-cpu0, machineCPU()-busy0
-	if first != nil {
-		return res, first
-	}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	if res.requests == 0 {
-		return res, fmt.Errorf("harness: no range request completed in %v", d)
-	}
-	slices.Sort(res.latencies)
-	return res, nil
+	return res, res.finish(ctx, first, d)
 }
 
 // rawClient is one keep-alive HTTP/1.1 connection of the load generator,
