@@ -23,12 +23,13 @@ func (b *smallBodies) get() *[]byte {
 // http.ServeContent would pread twice (it sniffs the first 512 bytes before
 // handing the rest to ReadFrom) and flush the header on its own first; on
 // warm 4 KiB ranges that is most of a request's cost. Requests with
-// preconditions ServeContent evaluates (If-Range, If-Match, If-Modified-
-// Since, If-Unmodified-Since) take ServeContent's path, as it reports false.
+// preconditions ServeContent evaluates (If-None-Match, If-Range, If-Match,
+// If-Modified-Since, If-Unmodified-Since) take ServeContent's path, as it
+// reports false.
 // The ETag and content headers are already set.
 func (s *Server) serveSmall(w http.ResponseWriter, r *http.Request, f io.ReaderAt, start, end, size int64) bool {
 	h := r.Header
-	if h.Get("If-Range") != "" || h.Get("If-Match") != "" || h.Get("If-Modified-Since") != "" || h.Get("If-Unmodified-Since") != "" {
+	if h.Get("If-None-Match") != "" || h.Get("If-Range") != "" || h.Get("If-Match") != "" || h.Get("If-Modified-Since") != "" || h.Get("If-Unmodified-Since") != "" {
 		return false
 	}
 	p := s.bodies.get()

@@ -67,6 +67,14 @@ func TestSmallWarmRangesAnswerAsServeContent(t *testing.T) {
 	if resp, _ := e.do(http.MethodGet, path, "Range", "bytes=0-9", "If-Match", `"other"`); resp.StatusCode != http.StatusPreconditionFailed {
 		t.Errorf("If-Match with another ETag: %d, want 412", resp.StatusCode)
 	}
+	// If-None-Match comes before Range (RFC 9110 §13.2.2), as for larger
+	// ranges and whole files.
+	if resp, body := e.do(http.MethodGet, path, "Range", "bytes=0-9", "If-None-Match", etag); resp.StatusCode != http.StatusNotModified || len(body) != 0 {
+		t.Errorf("If-None-Match with its ETag: %d, %d bytes, want 304", resp.StatusCode, len(body))
+	}
+	if resp, body := e.do(http.MethodGet, path, "Range", "bytes=0-9", "If-None-Match", `"other"`); resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, data[:10]) {
+		t.Errorf("If-None-Match with another ETag: %d, %d bytes", resp.StatusCode, len(body))
+	}
 	if c := e.hub.Counters(); c.BodyBytes != 0 {
 		t.Errorf("warm ranges cost %d upstream bytes", c.BodyBytes)
 	}
