@@ -12,7 +12,8 @@ type allocation struct {
 	kind  Handover // HandoverFD: a VMM allocation (mem); HandoverIPC: cuMemAlloc (dptr)
 	dptr  uint64
 	mem   vmem
-	bytes int64 // counted against dev's budget
+	bytes int64  // counted against dev's budget
+	epoch uint64 // dev.epoch when it was reserved
 }
 
 // allocate admits n bytes on d (see budgetLocked) and allocates them. The
@@ -38,11 +39,12 @@ func (c *Copier) allocate(d *devState, n int64, kind Handover) (allocation, erro
 	} else {
 		d.leased += n
 	}
+	epoch := d.epoch
 	c.mu.Unlock()
 	if err != nil {
 		return allocation{}, err
 	}
-	a := allocation{dev: d, kind: kind, bytes: n}
+	a := allocation{dev: d, kind: kind, bytes: n, epoch: epoch}
 	if kind == HandoverFD {
 		a.mem, err = c.drv.vmmAlloc(d.index, n)
 		a.dptr = a.mem.ptr

@@ -74,7 +74,10 @@ type devState struct {
 	// leased is the bytes of live leases, of stagings and Bench runs in
 	// progress, and of stranded allocations: the driver may still hold
 	// those, so the budget keeps counting them.
-	leased     int64
+	leased int64
+	// epoch counts the device's context resets (drop): an allocation made
+	// in an older epoch died with its context and is not freed again.
+	epoch      uint64
 	health     Health
 	faults     int64
 	recoveries int64

@@ -388,12 +388,16 @@ hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm) {
 
 // hp_ctx_reset destroys the primary context with everything in it (the
 // only way out of a sticky fault) and drops the reference attach took: a
-// reset does not release it.
+// reset does not release it. The reference is dropped even when the reset
+// fails, since the caller detaches either way and the next attach retains
+// a new one; the first error is reported.
 hp_res hp_ctx_reset(hp_driver *d, int ordinal) {
 	CUdevice dev;
 	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
-	HP_TRY(d->cuDevicePrimaryCtxReset(dev), HP_cuDevicePrimaryCtxReset);
-	HP_TRY(d->cuDevicePrimaryCtxRelease(dev), HP_cuDevicePrimaryCtxRelease);
+	CUresult reset = d->cuDevicePrimaryCtxReset(dev);
+	CUresult release = d->cuDevicePrimaryCtxRelease(dev);
+	if (reset != 0) return HP_RES(reset, HP_cuDevicePrimaryCtxReset);
+	if (release != 0) return HP_RES(release, HP_cuDevicePrimaryCtxRelease);
 	return HP_RES(0, 0);
 }
 

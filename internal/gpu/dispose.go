@@ -11,14 +11,22 @@ package gpu
 // the driver, so handing its bytes to the next staging would let the
 // budget promise memory the device does not have.
 //
-// On a device that is being reset there is nothing to do: the reset frees
-// everything in the context and the recovery zeroes its count.
+// On a device that is being reset, or was reset since a was made, there is
+// nothing to do: the reset freed everything in the old context and the
+// recovery zeroed its count. (Freeing a's address in the new context could
+// free another lease's memory there.)
 func (c *Copier) dispose(a allocation, settled bool) error {
 	done, err := c.hold(a.dev, false)
 	if err != nil {
 		return nil
 	}
 	defer done()
+	c.mu.Lock()
+	stale := a.epoch != a.dev.epoch
+	c.mu.Unlock()
+	if stale {
+		return nil
+	}
 	if !settled {
 		c.strand(a)
 		return nil

@@ -102,6 +102,7 @@ func (c *Copier) drop(d *devState) int {
 	}
 	c.stranded = slices.DeleteFunc(c.stranded, func(a allocation) bool { return a.dev == d })
 	d.leased = 0
+	d.epoch++
 	c.mu.Unlock()
 	for _, l := range gone {
 		l.mu.Lock()

@@ -74,6 +74,46 @@ func TestStickyFaultRecoversTheDevice(t *testing.T) {
 	}
 }
 
+// A lease whose release had begun (taken out of the lease table) when a
+// sticky fault reset its device is not freed again in the new context: its
+// address there may belong to another lease. Before, the late free hit the
+// new context (the fake saw a double free) and took its bytes off the new
+// leases' count.
+func TestReleaseAcrossAResetFreesNothingNew(t *testing.T) {
+	r, rng := newRigLeasedOnBoth(t, 9)
+	ls := r.c.Leases()
+	var l0 *lease
+	r.c.mu.Lock()
+	for _, pub := range ls {
+		if pub.Device == 0 {
+			l0 = r.c.leases[pub.ID]
+			delete(r.c.leases, pub.ID) // Release's first step, then it is preempted
+		}
+	}
+	r.c.mu.Unlock()
+	if l0 == nil {
+		t.Fatal("no lease on device 0")
+	}
+	r.drv.inject(fakeFault{method: "wait", dev: 0, after: 0, code: cudaErrorIllegalAddress})
+	big, _ := makeSources(rng, 30000)
+	_, err := r.c.Stage(context.Background(), 0, big, StageOptions{})
+	onlyCode(t, "Stage as the device dies", err, cudaErrorIllegalAddress)
+	r.awaitRecovery(t, 0)
+	srcs, want := makeSources(rng, 20000, 5)
+	fresh := r.stage(t, 0, srcs)
+	if err := r.c.freeLease(l0); err != nil { // Release resumes
+		t.Errorf("the late free: %v", err)
+	}
+	r.verify(t, fresh, want)
+	ds, err := r.c.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds[0].LeasedBytes != fresh.Bytes {
+		t.Errorf("device 0 counts %d leased bytes, want the fresh lease's %d", ds[0].LeasedBytes, fresh.Bytes)
+	}
+}
+
 // newRigLeasedOnBoth returns a rig over two devices with a lease staged on
 // each, so that a fault on device 0 has a lease to drop and a neighbour to
 // leave alone, and the random source (seeded with seed) that made them.
