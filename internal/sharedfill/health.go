@@ -45,12 +45,34 @@ func (s *Sharer) Health() Health {
 	return Health{Since: h.since, Reason: h.reason}
 }
 
-// usable reports whether calls should go to the store now.
+// usable reports whether calls may go to the store now: it is up, or its
+// pause is over.
 func (s *Sharer) usable() bool {
 	h := &s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return !h.down || !time.Now().Before(h.retryAt)
+}
+
+// tryStore is usable for a read about to go to the store. While the store
+// is down, only one read per pause probes it: the first after the pause,
+// which pushes the next chance back by as long as the probe may take, so a
+// store that hangs holds one read at a time for OpTimeout, not every read
+// that arrives after the pause. The probe's answer (observe) closes the
+// breaker or opens it for a longer pause.
+func (s *Sharer) tryStore() bool {
+	h := &s.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down {
+		return true
+	}
+	now := time.Now()
+	if now.Before(h.retryAt) {
+		return false
+	}
+	h.retryAt = now.Add(max(h.pause, s.opts.OpTimeout))
+	return true
 }
 
 // observe records how a store call ended. Answers (found, not found,

@@ -109,7 +109,7 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 	if f := o.s.joinFlight(id); f != nil {
 		return f.reader(ctx, a-start, b-start), nil
 	}
-	if !o.s.usable() {
+	if !o.s.tryStore() {
 		return o.up.FetchRange(ctx, a, b-a)
 	}
 	body, err := o.readStored(ctx, id, size, a-start, b-start)

@@ -265,11 +265,15 @@ type faulty struct {
 	cutAfter  atomic.Int64 // > 0: get bodies fail after this many bytes
 	hang      atomic.Bool  // gets hang until their context ends
 	getsAfter atomic.Int64
+	gets      atomic.Int64 // ReadRange calls of chunk objects
 }
 
 var errDown = errors.New("store down (test)")
 
 func (f *faulty) ReadRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, int64, error) {
+	if strings.HasPrefix(key, chunksPrefix) {
+		f.gets.Add(1)
+	}
 	if f.down.Load() {
 		return nil, 0, errDown
 	}
@@ -387,6 +391,41 @@ func TestStoreFailures(t *testing.T) {
 			t.Fatalf("health %+v", h)
 		}
 	})
+}
+
+// Once a down store's pause is over, one read probes it; the others keep
+// going upstream rather than each waiting OpTimeout on a store that hangs.
+func TestOneProbeAfterThePause(t *testing.T) {
+	const chunks = 8
+	data := randomData(6, chunks*testChunk)
+	store := &faulty{Objects: fileStore(t)}
+	up := &upstream{data: data}
+	s := newSharer(t, store, nil, Options{OpTimeout: 300 * time.Millisecond, StallTimeout: 300 * time.Millisecond})
+	o := s.Origin(etagOf(6), int64(len(data)), up)
+	store.hang.Store(true)
+	s.observe(context.Background(), errStoreSlow) // the store is down...
+	s.health.mu.Lock()
+	s.health.retryAt = time.Now().Add(-time.Millisecond) // ...and its pause is over
+	s.health.mu.Unlock()
+	before := store.gets.Load()
+	var wg sync.WaitGroup
+	for i := range chunks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off := int64(i) * testChunk
+			if got := read(t, o, off, 100); !bytes.Equal(got, data[off:off+100]) {
+				t.Errorf("chunk %d: bytes differ", i)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := store.gets.Load() - before; n != 1 {
+		t.Errorf("%d reads went to the hung store after the pause, want 1 probe", n)
+	}
+	if s.Health().Up {
+		t.Error("the hung probe closed the breaker")
+	}
 }
 
 func testLogger(t *testing.T) *slog.Logger {
