@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // Floor is the net/http floor of scenarios 8 and 9: bench/floor's server,
@@ -23,11 +25,11 @@ const Floor = "net-http-floor"
 // The caller stops it before hubproxy restarts, which removes that blob.
 func (b *bench) startFloor(ctx context.Context, n int64) (*server, error) {
 	f := b.fx.large
-	blob, err := findBlob(b.hp.cacheDir(), f.size)
+	hdr, err := rangeHeaders(ctx, fileURL(b.hp.baseURL(), f.repo, f.path), n)
 	if err != nil {
 		return nil, err
 	}
-	hdr, err := rangeHeaders(ctx, fileURL(b.hp.baseURL(), f.repo, f.path), n)
+	blob, err := blobPath(b.hp.cacheDir(), f.repo, hdr.Get("Etag"))
 	if err != nil {
 		return nil, err
 	}
@@ -52,23 +54,18 @@ func (b *bench) startFloor(ctx context.Context, n int64) (*server, error) {
 	return s, nil
 }
 
-// findBlob is the one file of size bytes under a hubproxy cache's blobs/.
-func findBlob(cacheDir string, size int64) (string, error) {
-	var found string
-	err := filepath.WalkDir(cacheDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "blobs" {
-			return err
-		}
-		if fi, err := d.Info(); err == nil && fi.Size() == size {
-			found = path
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	if err == nil && found == "" {
-		err = fmt.Errorf("harness: no blob of %d bytes under %s: is hubproxy's cache warm?", size, cacheDir)
+// blobPath is the blob hubproxy's cache holds for a model repo's file of
+// that ETag, in huggingface_hub's layout.
+func blobPath(cacheDir, repo, etag string) (string, error) {
+	r, err := hub.ParseRepo(hub.Model, repo)
+	if err != nil {
+		return "", err
 	}
-	return found, err
+	p := filepath.Join(cacheDir, r.CacheDir(), "blobs", hub.NormalizeETag(etag))
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("harness: hubproxy's blob of %s: %w (is its cache warm?)", repo, err)
+	}
+	return p, nil
 }
 
 // rangeHeaders are the headers of url's answer to its first n bytes, less
@@ -79,7 +76,7 @@ func rangeHeaders(ctx context.Context, url string, n int64) (http.Header, error)
 		return nil, err
 	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", n-1))
-	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
+	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}).Do(req)
 	if err != nil {
 		return nil, err
 	}

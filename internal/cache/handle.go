@@ -26,7 +26,8 @@ type Handle struct {
 	// file is it.file at Open; it stays open (and follows promotion's rename)
 	// while the handle holds its reference.
 	file *os.File
-	// stopAbandon unregisters abandon from ctx (see Store.Open).
+	// stopAbandon unregisters abandon from ctx (see Store.Open); nil for
+	// a handle of a complete item, which has no read-ahead to abandon.
 	stopAbandon func() bool
 	closed      atomic.Bool
 
@@ -72,8 +73,10 @@ func (h *Handle) Close() error {
 	if h.closed.Swap(true) {
 		return nil
 	}
-	h.stopAbandon()
-	h.abandon()
+	if h.stopAbandon != nil {
+		h.stopAbandon()
+		h.abandon()
+	}
 	h.unpace()
 	h.s.release(h.it)
 	return nil

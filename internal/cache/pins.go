@@ -243,7 +243,7 @@ func (s *Store) currentPins() *pinIndex {
 		mod = info.ModTime()
 	}
 	age := time.Since(ps.builtAt)
-	if ps.idx != nil && mod.Equal(ps.fileMod) && age < 30*time.Second && (age < time.Second || !ps.dirty.Load()) {
+	if !ps.builtAt.IsZero() && mod.Equal(ps.fileMod) && age < 30*time.Second && (age < time.Second || !ps.dirty.Load()) {
 		return ps.idx
 	}
 	ps.dirty.Store(false)

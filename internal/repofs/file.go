@@ -115,9 +115,12 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 			// this read plans a fill of its own, with this caller's origin.
 			n, err = f.h.ReadAt(p, off)
 		}
+		if err == nil {
+			return n, nil // before errors.As, whose target escapes: warm reads allocate nothing here
+		}
 		var se *cache.StorageError
 		storage := errors.As(err, &se)
-		if err == nil || !storage && !f.othersRefusal(err) {
+		if !storage && !f.othersRefusal(err) {
 			return n, err
 		}
 		f.mu.Lock()

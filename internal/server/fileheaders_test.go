@@ -3,6 +3,7 @@ package server
 import (
 	"mime"
 	"net/http"
+	"path"
 	"testing"
 
 	"github.com/hubproxy/hubproxy/internal/resolver"
@@ -38,7 +39,7 @@ func TestFileHeaders(t *testing.T) {
 		}
 		if _, params, err := mime.ParseMediaType(h.Get("Content-Disposition")); err != nil {
 			t.Errorf("%s: Content-Disposition does not parse: %v", c.name, err)
-		} else if params["filename"] != lastElem(c.name) {
+		} else if params["filename"] != path.Base(c.name) {
 			t.Errorf("%s: parsed filename %q", c.name, params["filename"])
 		}
 		h.Add("ETag", "extra") // a later Add must not write into a neighbour
@@ -46,13 +47,4 @@ func TestFileHeaders(t *testing.T) {
 			t.Errorf("%s: Add on ETag changed X-Linked-Etag to %q", c.name, h.Get("X-Linked-Etag"))
 		}
 	}
-}
-
-func lastElem(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[i+1:]
-		}
-	}
-	return p
 }
