@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -40,7 +41,10 @@ func (s *soak) checkCache(rep *Report, p *proxy) {
 
 func (s *soak) checkRepoDir(rep *Report, p *proxy, repo hub.Repo) {
 	root := filepath.Join(p.dir, repo.CacheDir())
-	blobs, _ := os.ReadDir(filepath.Join(root, "blobs"))
+	blobs, err := os.ReadDir(filepath.Join(root, "blobs"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // a repo this proxy never held has none
+		s.fail("corrupt", fmt.Sprintf("%s: reading %s's blobs: %v", p.name, repo, err))
+	}
 	for _, e := range blobs {
 		rep.Blobs++
 		data, err := os.ReadFile(filepath.Join(root, "blobs", e.Name()))

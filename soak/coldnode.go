@@ -186,15 +186,15 @@ func (r *Report) storeRows(row func(string, any)) {
 	f := st.figs
 	row("shared store restarts survived (SIGKILL, restart on its data)", st.kills)
 	row("shared store outages (refused or blackholed)", st.outages)
-	row("stored chunks tampered with (same size, other bytes)", fmt.Sprintf("%d (%d in MinIO's files on disk, %d through the S3 API; %d skipped, nothing to tamper with); %d repaired, 0 served, 0 promoted",
+	row("stored chunks tampered with (same size, other bytes)", fmt.Sprintf("%d (%d in MinIO's files on disk, %d through the S3 API; %d skipped, nothing to tamper with); %d repaired (one served or promoted fails the run)",
 		st.tampers, st.tampersOnDisk, st.tampers-st.tampersOnDisk, st.tampersSkipped, st.repaired))
 	row("chunk claims (all proxies)", fmt.Sprintf("%.0f won (fetched upstream for the cluster), %.0f waited (another node fetched), %.0f taken over from a silent owner; %d proxies killed while holding one",
 		f.Won, f.Waited, f.TakenOver, st.claimantKills))
 	row("shared store traffic", fmt.Sprintf("%s read, %s written, %.0f requests, %.0f failed", mib(int64(f.Read)), mib(int64(f.Written)), f.Requests, f.Errors))
-	row("shared store at the end", fmt.Sprintf("%d chunks (%s), all the hub's bytes; %d claims left, all by killed proxies", st.chunks, mib(st.bytes), st.claimsLeft))
+	row("shared store at the end", fmt.Sprintf("%d chunks (%s), each checked against the hub's bytes; %d claims left (one of a live proxy fails the run)", st.chunks, mib(st.bytes), st.claimsLeft))
 	c := st.cluster
 	t := c.total
-	row("upstream bytes, cluster", fmt.Sprintf("%s in complete answers through the store (%s of distinct blocks), %s around it while a proxy's store was off; "+
+	row("upstream bytes, cluster", fmt.Sprintf("%s in complete answers while the store was on (%s of distinct blocks), %s around it while a proxy's store was off; "+
 		"%s fetched again within a cluster life, where at most %s is explained (%s by %d store events, %d files dropped after failing verification; %s cut in flight, %s failed for space, %s spoiled, %s sparse, %s full disk)",
 		mib(c.through), mib(c.firsts), mib(c.around), mib(t.refetch), mib(t.slack), mib(t.store), c.events, c.forgets, mib(t.lost), mib(t.noSpace), mib(t.spoiled), mib(t.sparse), mib(t.bypass)))
 	row("cold node", st.cold)
