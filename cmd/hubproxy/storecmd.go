@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,8 +43,9 @@ func addStoreFlags(f *pflag.FlagSet) {
 }
 
 // openStore opens the configured shared store; an unreachable one is an
-// error here, as there is nothing to fall back to.
-func openStore(cmd *cobra.Command) (*sharedstore.Store, error) {
+// error here, as there is nothing to fall back to. readOnly skips the write
+// probe, for commands that only list.
+func openStore(cmd *cobra.Command, readOnly bool) (*sharedstore.Store, error) {
 	cfg, err := loadConfig(cmd.Flags())
 	if err != nil {
 		return nil, err
@@ -53,12 +55,12 @@ func openStore(cmd *cobra.Command) (*sharedstore.Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 	defer cancel()
-	return sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{})
+	return sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{ReadOnly: readOnly})
 }
 
 // takeInventory opens the configured store and lists what it holds.
 func takeInventory(cmd *cobra.Command) (sharedfill.Inventory, *sharedstore.Store, error) {
-	s, err := openStore(cmd)
+	s, err := openStore(cmd, true)
 	if err != nil {
 		return sharedfill.Inventory{}, nil, err
 	}
@@ -157,7 +159,7 @@ by age without this command.`,
 				o.Keep = func(etag string) bool { return keep[etag] }
 				fmt.Fprintf(cmd.OutOrStdout(), "keeping %s of pinned repos\n", plural(len(keep), "file"))
 			}
-			s, err := openStore(cmd)
+			s, err := openStore(cmd, false)
 			if err != nil {
 				return err
 			}
@@ -182,12 +184,17 @@ func storePins(cmd *cobra.Command) (map[string]bool, error) {
 	if err != nil || len(configured)+len(recorded) == 0 {
 		return nil, err
 	}
-	keep, err := cache.PinnedETags(dir, configured)
+	keep, unresolved, err := cache.PinnedETags(dir, configured)
 	if err != nil {
 		return nil, fmt.Errorf("resolving pins through %s: %w", dir, err)
 	}
-	if len(keep) == 0 {
-		return nil, fmt.Errorf("pins are set but %s holds none of their files, so prune cannot tell which chunks to keep; run it on a node that has the pinned models", dir)
+	if len(unresolved) > 0 {
+		names := make([]string, len(unresolved))
+		for i, p := range unresolved {
+			names[i] = p.String()
+		}
+		return nil, fmt.Errorf("%s holds none of the files of %s, so prune cannot tell which chunks to keep for %s; run it on a node that has the pinned models",
+			dir, strings.Join(names, ", "), plural(len(names), "pin"))
 	}
 	return keep, nil
 }

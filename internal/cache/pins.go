@@ -197,27 +197,34 @@ func indexPins(dir string, pins []Pin) *pinIndex {
 // PinnedETags returns the content hashes of the files that pins, and the
 // pins recorded in the cache directory, cover there: for pruning the shared
 // store (keyed by content hash) without touching them. Only files this
-// cache holds are known.
-func PinnedETags(dir string, pins []Pin) (map[string]bool, error) {
+// cache holds are known, so it also returns the pins that cover none of
+// them: what they were meant to keep cannot be told here.
+func PinnedETags(dir string, pins []Pin) (etags map[string]bool, unresolved []Pin, err error) {
 	if err := checkLayout(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	filePins, err := ReadPins(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	x := indexPins(dir, append(slices.Clone(pins), filePins...))
-	out := map[string]bool{}
 	entries, err := List(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, e := range entries {
-		if x.pinned(e.Repo, e.ETag, nil) {
-			out[e.ETag] = true
+	etags = map[string]bool{}
+	for _, p := range append(slices.Clone(pins), filePins...) {
+		x := indexPins(dir, []Pin{p})
+		found := false
+		for _, e := range entries {
+			if x.pinned(e.Repo, e.ETag, nil) {
+				etags[e.ETag], found = true, true
+			}
+		}
+		if !found {
+			unresolved = append(unresolved, p)
 		}
 	}
-	return out, nil
+	return etags, unresolved, nil
 }
 
 // pinState is a Store's view of its pins: Options.Pins plus the cache

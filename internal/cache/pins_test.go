@@ -145,8 +145,15 @@ func TestPrunePassesOverPins(t *testing.T) {
 			t.Errorf("pruned pinned %s", r.ETag)
 		}
 	}
-	etags, err := PinnedETags(dir, nil)
-	if err != nil || len(etags) != 2 || !etags[keep[0].ETag] || !etags[keep[1].ETag] {
-		t.Errorf("PinnedETags = %v, %v; want the pinned repo's 2 blobs", etags, err)
+	etags, unresolved, err := PinnedETags(dir, nil)
+	if err != nil || len(etags) != 2 || !etags[keep[0].ETag] || !etags[keep[1].ETag] || len(unresolved) != 0 {
+		t.Errorf("PinnedETags = %v, %v, %v; want the pinned repo's 2 blobs", etags, unresolved, err)
+	}
+	// A pin this cache holds nothing of is named, even beside one it does
+	// resolve: a store prune must not take its silence for "keep nothing".
+	absent := Pin{Repo: hub.MustRepo(hub.Model, "org/absent")}
+	etags, unresolved, err = PinnedETags(dir, []Pin{absent})
+	if err != nil || len(etags) != 2 || len(unresolved) != 1 || unresolved[0] != absent {
+		t.Errorf("PinnedETags with an absent pin = %v, %v, %v; want 2 blobs and the absent pin unresolved", etags, unresolved, err)
 	}
 }
