@@ -86,6 +86,9 @@ type Options struct {
 	// bytes (read or written) and its error (nil, ErrNotFound and
 	// ErrExists are answers, not failures).
 	Observe func(op Op, bytes int64, err error)
+	// ReadOnly skips the write probe: for tools that only list the store
+	// (cache store ls, du) with credentials that may not write.
+	ReadOnly bool
 }
 
 // Store is an opened shared store. It is safe for concurrent use.
@@ -125,6 +128,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 			return nil, ce
 		}
 		return s, fmt.Errorf("shared store %s: %w", s.url, err)
+	}
+	if opts.ReadOnly {
+		return s, nil
 	}
 	if err := s.probe(ctx); err != nil {
 		var ce *ConfigError
@@ -250,13 +256,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	err := s.b.del(ctx, key)
 	s.observe(OpDelete, 0, err)
 	return wrap(OpDelete, key, err)
-}
-
-// Check asks the store whether it answers, as Open did.
-func (s *Store) Check(ctx context.Context) error {
-	err := s.b.check(ctx)
-	s.observe(OpStat, 0, err)
-	return wrap(OpStat, "", err)
 }
 
 // Error is a failed store operation (never ErrNotFound, ErrExists or

@@ -285,3 +285,31 @@ func TestOpenNoServer(t *testing.T) {
 		t.Fatalf("got %v, %v", s, err)
 	}
 }
+
+// A read-only Open (cache store ls, du) writes nothing, so credentials that
+// may only list and read still work; a plain Open probes with a create.
+func TestReadOnlyOpenWritesNothing(t *testing.T) {
+	for _, readOnly := range []bool{false, true} {
+		var mu sync.Mutex
+		var writes []sharedstore.Op
+		_, err := sharedstore.Open(context.Background(), "file://"+t.TempDir(), sharedstore.Options{
+			ReadOnly: readOnly,
+			Observe: func(op sharedstore.Op, _ int64, _ error) {
+				if op == sharedstore.OpCreate || op == sharedstore.OpPut || op == sharedstore.OpDelete {
+					mu.Lock()
+					writes = append(writes, op)
+					mu.Unlock()
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readOnly && len(writes) != 0 {
+			t.Errorf("read-only Open wrote: %v", writes)
+		}
+		if !readOnly && len(writes) == 0 {
+			t.Error("Open wrote nothing: the probe no longer goes through Observe, so this test proves nothing")
+		}
+	}
+}
