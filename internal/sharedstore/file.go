@@ -21,6 +21,7 @@ import (
 // system, so they can be linked and renamed into place.
 type fileBackend struct {
 	root string
+	link func(oldname, newname string) error // os.Link; a test's lossy NFS in tests
 }
 
 // fileTmp is the directory of files being written, skipped by list.
@@ -31,7 +32,7 @@ const fileTmp = ".tmp"
 const staleTmp = time.Hour
 
 func newFile(loc Location) (*fileBackend, error) {
-	return &fileBackend{root: filepath.FromSlash(loc.Dir)}, nil
+	return &fileBackend{root: filepath.FromSlash(loc.Dir), link: os.Link}, nil
 }
 
 func (b *fileBackend) path(key string) string {
@@ -82,15 +83,23 @@ func (r *fileBody) Close() error { return r.f.Close() }
 // create writes data to a temp file and links it to the key's name. link(2)
 // fails with EEXIST when the name is taken, atomically, on local file systems
 // and on NFS alike: the exclusive create that O_EXCL gives, except that the
-// object appears whole, never as an empty file being written.
+// object appears whole, never as an empty file being written. On NFS v3 a
+// retransmitted LINK whose first reply was lost answers EEXIST although the
+// link is ours, so an EEXIST is checked: the name naming our temp file is
+// a success (the classic NFS lock-file rule).
 func (b *fileBackend) create(ctx context.Context, key string, data []byte) error {
 	tmp, err := b.writeTemp(ctx, data)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp)
-	err = b.intoDir(key, func(dst string) error { return os.Link(tmp, dst) })
+	err = b.intoDir(key, func(dst string) error { return b.link(tmp, dst) })
 	if errors.Is(err, fs.ErrExist) {
+		if ours, _ := os.Lstat(tmp); ours != nil {
+			if theirs, _ := os.Lstat(b.path(key)); theirs != nil && os.SameFile(ours, theirs) {
+				return nil
+			}
+		}
 		return ErrExists
 	}
 	return err
