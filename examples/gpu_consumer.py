@@ -36,6 +36,7 @@ import os
 import socket
 import struct
 import sys
+import time
 import urllib.request
 
 import torch
@@ -91,6 +92,35 @@ def recv(sock, fds):
     data, got, _flags, _addr = socket.recv_fds(sock, 1 << 16, 4)
     fds.extend(got)
     return data
+
+
+def admin_get(path):
+    """GETs path on the admin socket and returns the decoded JSON answer."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(admin_socket())
+        sock.sendall(f"GET {path} HTTP/1.0\r\nHost: hubproxy\r\n\r\n".encode())
+        buf = b""
+        while chunk := sock.recv(1 << 16):
+            buf += chunk
+    finally:
+        sock.close()
+    header, _, body = buf.partition(b"\r\n\r\n")
+    status = int(header.split()[1])
+    if status != 200:
+        sys.exit(f"GET {path}: {status} {body.decode(errors='replace')}")
+    return json.loads(body)
+
+
+def wait_released(lease_id, timeout=10.0):
+    """Waits until hubproxy no longer lists the lease: it releases a held lease
+    once it sees the staging connection close, which takes a moment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(l["lease"] != lease_id for l in admin_get("/gpu/leases")["leases"]):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def stage(body):
@@ -302,7 +332,11 @@ def main():
 
     if lease["handover"] == "fd":
         # End the lease: hubproxy lets go of its reference. Ours keeps the memory.
+        # Check only once hubproxy has really released it, or the check proves nothing.
         sock.close()
+        if not wait_released(lease["lease"]):
+            failures += 1
+            print(f"FAIL lease {lease['lease']} still listed 10 s after its connection closed")
         torch.cuda.synchronize()
         for t in lease["tensors"]:
             if not same_bytes(tensors[t["name"]][0], ref.tensor(file_of[t["name"]], t["name"])):

@@ -109,6 +109,9 @@ def time_it(args):
         secs, lease, staged, mem, sock = stage_once(gc, args.repo, uuid, ordinal)
         hub.append(secs)
         if run == 0:
+            for name in sorted(set(ref) - set(staged)):
+                wrong += 1
+                print(f"NOT STAGED: {name}")
             for name, raw in staged.items():
                 want = ref[name].contiguous().view(torch.uint8).flatten()
                 if raw.numel() != want.numel() or not torch.equal(raw, want):
