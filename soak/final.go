@@ -239,12 +239,14 @@ func (s *soak) measure(p *proxy) procStats {
 // keeps up to 256 idle blobs open and evicted files are deleted by a
 // janitor, so blob and cache-file descriptors come and go; everything else
 // (sockets, pipes, other files) and the goroutines must be back. Memory is
-// the Go heap's high-water mark at rest, which may sit a little above the
-// baseline after ten minutes of churn, but not grow with it.
+// the resident set at rest (VmRSS), which may sit a little above the
+// baseline after ten minutes of churn (the Go runtime keeps freed heap a
+// while), but not grow with it: measured 33.7 -> 37.1 MiB over the CI run,
+// and no hubproxy of a ten-minute run peaked above 44 MiB.
 const (
 	leakGoroutines = 5
 	leakFDs        = 2
-	leakRSS        = 48 << 20
+	leakRSS        = 32 << 20
 )
 
 // checkLeaks compares the steady proxy at rest after the run with the
@@ -261,7 +263,7 @@ func (s *soak) checkLeaks(base, after procStats) int {
 		n++
 		s.fail("leak", fmt.Sprintf("file descriptors: %v at rest after the run, %v after the warm-up", after.FDKinds, base.FDKinds))
 	}
-	if after.RSS > 2*base.RSS+leakRSS {
+	if after.RSS > base.RSS+leakRSS {
 		n++
 		s.fail("leak", fmt.Sprintf("RSS %s at rest after the run, %s after the warm-up", mib(after.RSS), mib(base.RSS)))
 	}
