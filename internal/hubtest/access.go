@@ -125,10 +125,25 @@ func parseRepo(t hub.RepoType, escaped string) (hub.Repo, bool) {
 	return repo, err == nil
 }
 
-// open checks that the caller of r may read repo (valid is false when the URL
-// named no possible repo) and returns its state. Every route that reads a
-// repo goes through here, so gating is uniform.
+// open checks that the caller of r may read repo's files (valid is false
+// when the URL named no possible repo) and returns its state. Every route
+// that serves file content goes through here, so gating is uniform.
 func (h *Hub) open(r *http.Request, repo hub.Repo, valid bool) (*repoState, *hubError) {
+	return h.check(r, repo, valid, true)
+}
+
+// openMeta is open for the metadata routes (repo info, tree, paths-info).
+// The Hub serves a gated repo's metadata to anyone, anonymous callers
+// included: only its files are behind the gate (docs/hub-protocol.md §9).
+// A private repo stays invisible to strangers here as everywhere.
+func (h *Hub) openMeta(r *http.Request, repo hub.Repo, valid bool) (*repoState, *hubError) {
+	return h.check(r, repo, valid, false)
+}
+
+// check is the Hub's order of checks: the repo exists and the caller may
+// see it (private), then, for file content only, the gate. Revision and
+// path come after, so a refused caller never learns whether either exists.
+func (h *Hub) check(r *http.Request, repo hub.Repo, valid, content bool) (*repoState, *hubError) {
 	tok := bearer(r)
 	authed := tok != ""
 	h.mu.RLock()
@@ -141,7 +156,7 @@ func (h *Hub) open(r *http.Request, repo hub.Repo, valid bool) (*repoState, *hub
 	switch {
 	case rs == nil, rs.private && !approved:
 		return nil, errRepoNotFound(authed)
-	case rs.gated && !approved:
+	case content && rs.gated && !approved:
 		return nil, h.errGated(repo, authed)
 	}
 	return rs, nil

@@ -93,10 +93,11 @@ type siblingLFS struct {
 	PointerSize int    `json:"pointerSize"`
 }
 
-// serveRepoInfo answers GET /api/{t}s/{repo}[/revision/{rev}]. It returns
-// every field regardless of expand=, which clients accept.
+// serveRepoInfo answers GET /api/{t}s/{repo}[/revision/{rev}]: every field,
+// or with expand= only those asked for. Like the Hub, it answers a gated
+// repo's info to anyone.
 func (h *Hub) serveRepoInfo(w http.ResponseWriter, r *http.Request, repo hub.Repo, valid bool, rev string) {
-	rs, e := h.open(r, repo, valid)
+	rs, e := h.openMeta(r, repo, valid)
 	if e != nil {
 		writeError(w, r, e)
 		return
@@ -141,7 +142,34 @@ func (h *Hub) serveRepoInfo(w http.ResponseWriter, r *http.Request, repo hub.Rep
 		}
 		info.Siblings = append(info.Siblings, s)
 	}
+	if expand := r.URL.Query()["expand"]; len(expand) > 0 {
+		writeJSON(w, r, http.StatusOK, project(info, expand))
+		return
+	}
 	writeJSON(w, r, http.StatusOK, info)
+}
+
+// project is the Hub's answer to repo info with expand=: only "_id", "id"
+// and the fields asked for (docs/hub-protocol.md §9). So an absent field
+// means "not asked", never false: a client (or a proxy) that reads a
+// missing "gated" as "not gated" is wrong. Fields the fake does not keep
+// are left out, as an empty projection.
+func project(info repoInfoJSON, expand []string) map[string]json.RawMessage {
+	full, err := json.Marshal(info)
+	if err != nil {
+		panic(fmt.Sprintf("hubtest: marshal repo info: %v", err))
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(full, &all); err != nil {
+		panic(fmt.Sprintf("hubtest: unmarshal repo info: %v", err))
+	}
+	out := map[string]json.RawMessage{"_id": all["_id"], "id": all["id"]}
+	for _, f := range expand {
+		if v, ok := all[f]; ok {
+			out[f] = v
+		}
+	}
+	return out
 }
 
 type entryJSON struct {
@@ -197,7 +225,7 @@ func parseBool(s string) bool {
 // serveTree answers GET /api/{t}s/{repo}/tree/{rev}[/{path}], paged with an
 // absolute Link rel="next" as the Hub pages (docs/hub-protocol.md §3).
 func (h *Hub) serveTree(w http.ResponseWriter, r *http.Request, repo hub.Repo, valid bool, tail string) {
-	rs, e := h.open(r, repo, valid)
+	rs, e := h.openMeta(r, repo, valid)
 	if e != nil {
 		writeError(w, r, e)
 		return
@@ -262,7 +290,7 @@ func parseCursor(s string) (commit string, offset int, ok bool) {
 // servePathsInfo answers POST /api/{t}s/{repo}/paths-info/{rev} with the
 // entries for the asked paths, silently omitting unknown ones.
 func (h *Hub) servePathsInfo(w http.ResponseWriter, r *http.Request, repo hub.Repo, valid bool, rev string) {
-	rs, e := h.open(r, repo, valid)
+	rs, e := h.openMeta(r, repo, valid)
 	if e != nil {
 		writeError(w, r, e)
 		return

@@ -29,8 +29,6 @@ func TestGatedContentNeverLeaks(t *testing.T) {
 		{http.MethodGet, "/org/gated/resolve/main/model.safetensors", []string{"Range", "bytes=100-199"}},
 		{http.MethodGet, "/org/gated/resolve/main/config.json", nil},
 		{http.MethodGet, "/org/gated/raw/main/config.json", nil},
-		{http.MethodGet, "/api/models/org/gated/revision/main", nil},
-		{http.MethodGet, "/api/models/org/gated/tree/main", nil},
 		{http.MethodGet, "/models/org/gated/tensors", nil},
 		{http.MethodGet, "/models/org/gated/tensors/w", nil},
 		{http.MethodGet, "/models/org/gated/safetensors?name=w", nil},
@@ -69,6 +67,23 @@ func TestGatedContentNeverLeaks(t *testing.T) {
 	}
 	if c := e.hub.Counters(); c.BodyBytes != 0 {
 		t.Errorf("refused callers caused %d upstream body bytes", c.BodyBytes)
+	}
+	// The gated repo's metadata is public on the Hub (docs/hub-protocol.md
+	// §9): everyone gets it, and it unlocks none of the content above.
+	for _, caller := range []struct{ name, tok string }{{"anonymous", ""}, {"unapproved", "hf_nope"}, {"revoked", "hf_revoked"}} {
+		for _, p := range []string{"/api/models/org/gated/revision/main", "/api/models/org/gated/tree/main"} {
+			if resp := ask(caller.tok, struct {
+				method, path string
+				hdr          []string
+			}{http.MethodGet, p, nil}); resp.StatusCode != 200 {
+				t.Errorf("%s GET %s: %d, want 200 as the Hub answers", caller.name, p, resp.StatusCode)
+			}
+		}
+		for _, rq := range requests {
+			if resp := ask(caller.tok, rq); resp.StatusCode != 401 && resp.StatusCode != 403 {
+				t.Errorf("%s %s %s after reading metadata: %d, want the hub's 401/403", caller.name, rq.method, rq.path, resp.StatusCode)
+			}
+		}
 	}
 	// The approved holder still gets everything, from the cache.
 	e.hub.ResetCounters()

@@ -111,7 +111,7 @@ func TestModelInfoWritesRefsAndBranchMoves(t *testing.T) {
 	e := newEnv(t, hubtest.Options{}, func(c *app.Config) { c.RevisionTTL = time.Millisecond })
 	c1 := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "a.txt", Data: []byte("one")}}})
 
-	resp, body := e.do(http.MethodGet, "/api/models/org/model/revision/main?expand=sha")
+	resp, body := e.do(http.MethodGet, "/api/models/org/model/revision/main?expand=sha&expand=siblings")
 	var info struct {
 		ID       string `json:"id"`
 		SHA      string `json:"sha"`

@@ -403,6 +403,8 @@ func TestHubErrorsPassThroughWithCodes(t *testing.T) {
 	commit := e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
 	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/gated", Gated: true, ApprovedTokens: []string{"hf_ok"},
 		Files: []hubtest.File{{Path: "w.safetensors", Data: hubtest.RandomBytes(7, 1<<20)}}})
+	e.hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/private", Private: true, ApprovedTokens: []string{"hf_ok"},
+		Files: []hubtest.File{{Path: "a.txt", Data: []byte("a")}}})
 
 	tests := []struct {
 		method, path, auth string
@@ -416,7 +418,9 @@ func TestHubErrorsPassThroughWithCodes(t *testing.T) {
 		{http.MethodHead, "/org/gated/resolve/main/w.safetensors", "", 401, "GatedRepo"},
 		{http.MethodGet, "/org/gated/resolve/main/w.safetensors", "Bearer hf_nope", 403, "GatedRepo"},
 		{http.MethodGet, "/org/gated/resolve/main/w.safetensors", "Bearer hf_ok", 200, ""},
-		{http.MethodGet, "/api/models/org/gated/revision/main", "", 401, "GatedRepo"},
+		{http.MethodGet, "/api/models/org/gated/revision/main", "", 200, ""}, // gated metadata is public (docs/hub-protocol.md §9)
+		{http.MethodGet, "/api/models/org/private/revision/main", "", 401, "RepoNotFound"},
+		{http.MethodGet, "/api/models/org/private/revision/main", "Bearer hf_nope", 404, "RepoNotFound"},
 		{http.MethodGet, "/org/model/resolve/main/..%2F..%2Fetc%2Fpasswd", "", 400, "BadRequest"},
 		{http.MethodGet, "/api/models/org/model/xet-read-token/main", "", 404, "EntryNotFound"},
 	}
