@@ -45,8 +45,8 @@ func (c *Client) Visibility(ctx context.Context, repo hub.Repo) (Visibility, err
 		return Visibility{}, newStatusError(resp, u, false, nil)
 	}
 	var info struct {
-		Private bool `json:"private"`
-		Gated   any  `json:"gated"` // false, or "auto" / "manual"
+		Private *bool `json:"private"`
+		Gated   any   `json:"gated"` // false, or "auto" / "manual"
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInfoBody))
 	if err != nil {
@@ -55,15 +55,23 @@ func (c *Client) Visibility(ctx context.Context, repo hub.Repo) (Visibility, err
 	if err := json.Unmarshal(data, &info); err != nil {
 		return Visibility{}, &ProtocolError{URL: redact(u), Reason: "repo info is not JSON"}
 	}
+	// Both fields or nothing: an answer without one (a projection, or an
+	// upstream that leaves fields out) says nothing of the repo's
+	// visibility, and reading an absent "gated" as "not gated" would make
+	// a gated repo public (docs/hub-protocol.md §9).
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(data, &fields) // it parsed as an object above
+	if _, ok := fields["gated"]; !ok || info.Private == nil {
+		return Visibility{}, &ProtocolError{URL: redact(u), Reason: "repo info lacks the private or gated field"}
+	}
 	gated := false
 	switch g := info.Gated.(type) {
 	case bool:
 		gated = g
 	case string:
 		gated = g != "" && g != "false"
-	case nil:
 	default:
-		gated = true // an unknown form: assume the stricter meaning
+		gated = true // null or an unknown form: assume the stricter meaning
 	}
-	return Visibility{Private: info.Private, Gated: gated}, nil
+	return Visibility{Private: *info.Private, Gated: gated}, nil
 }

@@ -3,7 +3,6 @@ package resolver
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -29,45 +28,58 @@ func (r *Resolver) probeVisibility(ctx context.Context, repo hub.Repo) <-chan si
 	})
 }
 
-// Answered records what upstream answered a caller about repo: nil is an
-// answer (access granted), a *fetch.StatusError a refusal or a missing
-// entry (the hub checks access before revisions and paths, so EntryNotFound
-// and RevisionNotFound mean the caller may read the repo). Other errors
-// prove nothing and are ignored. File resolutions record it themselves; the
-// JSON API calls it.
-func (r *Resolver) Answered(auth string, repo hub.Repo, err error) {
-	caller := callerHash(auth)
+// AnsweredMetadata records what upstream answered a caller's metadata
+// request about repo (repo info, tree, paths-info): nil is a grant of the
+// repo's metadata only (the Hub serves a gated repo's metadata to anyone,
+// so it says nothing of the files); a refusal erases the caller's grants.
+// Other errors, EntryNotFound and RevisionNotFound prove nothing here.
+func (r *Resolver) AnsweredMetadata(auth string, repo hub.Repo, err error) {
 	var se *fetch.StatusError
 	switch {
-	case err == nil, errors.As(err, &se) && se.Code == http.StatusNotFound &&
-		(se.ErrorCode == "EntryNotFound" || se.ErrorCode == "RevisionNotFound"):
-		r.opts.Observe("allowed")
-		r.policy.granted(caller, repo)
-	case se != nil && refusal(se):
-		r.opts.Observe("denied")
-		r.log.Info("access denied upstream", "repo", repo.String(), "caller", callerID(auth), "status", se.Code, "code", se.ErrorCode)
-		r.policy.refused(caller, auth == "", repo, se)
+	case err == nil:
+		r.policy.grantedMeta(callerHash(auth), repo)
+	case errors.As(err, &se) && refusal(se):
+		r.refused(auth, repo, se)
 	}
 }
 
-// Visible records what upstream says of the repo itself (a repo-info
-// answer's private and gated fields), whoever asked.
-func (r *Resolver) Visible(repo hub.Repo, v fetch.Visibility) { r.policy.visible(repo, v.Public()) }
+// answeredFile records what upstream answered a caller's resolve of a file:
+// its metadata is a grant of the repo's files to a credential (anonymous
+// answers are recorded per file instead, by learn); a refusal erases the
+// caller's grants.
+func (r *Resolver) answeredFile(auth string, repo hub.Repo, err error) {
+	var se *fetch.StatusError
+	switch {
+	case err == nil:
+		r.opts.Observe("allowed")
+		if auth != "" {
+			r.policy.grantedFile(callerHash(auth), repo)
+		}
+	case errors.As(err, &se) && refusal(se):
+		r.refused(auth, repo, se)
+	}
+}
 
-// MayServeCached decides whether caller may have a cached answer about repo
-// while upstream cannot be asked. anonAt is when upstream gave that answer
-// to an anonymous caller (zero if it did not). It returns nil or
-// ErrUnverifiable.
-func (r *Resolver) MayServeCached(auth string, repo hub.Repo, anonAt time.Time) error {
-	if _, err := r.policy.fallback(callerHash(auth), repo, anonAt); err != nil {
+func (r *Resolver) refused(auth string, repo hub.Repo, se *fetch.StatusError) {
+	r.opts.Observe("denied")
+	r.log.Info("access denied upstream", "repo", repo.String(), "caller", callerID(auth), "status", se.Code, "code", se.ErrorCode)
+	r.policy.refused(callerHash(auth), auth == "", repo, se)
+}
+
+// MayReplayMetadata decides whether caller may have a cached metadata
+// answer about repo while upstream cannot be asked. anonAt is when upstream
+// gave that answer to an anonymous caller (zero if it did not). It returns
+// nil or ErrUnverifiable.
+func (r *Resolver) MayReplayMetadata(auth string, repo hub.Repo, anonAt time.Time) error {
+	if _, err := r.policy.fallbackMeta(callerHash(auth), repo, anonAt); err != nil {
 		r.opts.Observe("unverifiable")
 		return err
 	}
 	return nil
 }
 
-// Fresh reports whether caller may reuse a cached answer about repo without
-// asking upstream at all: its own access decision, or the repo's public
+// Fresh reports whether caller may reuse a cached answer about repo's files
+// without asking upstream at all: its own file grant, or the repo's public
 // visibility, is no older than AccessTTL.
 func (r *Resolver) Fresh(auth string, repo hub.Repo) bool {
 	return r.policy.live(callerHash(auth), repo)

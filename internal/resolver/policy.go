@@ -15,24 +15,35 @@ import (
 
 // The access policy: the one rule for "may this caller have this answer
 // without asking upstream". Upstream decides every caller's access; the proxy
-// only remembers what upstream said, and when:
+// only remembers what upstream said, and when (docs/hub-protocol.md §9 has
+// the Hub's rules this rests on):
 //
-//   - a caller's grant: upstream answered this credential (anonymous
-//     included) for this repo. It lets the caller reuse answers for
-//     access-ttl, and during an outage for max(access-ttl, outage-grace);
-//     a refusal of that credential erases it.
-//   - what upstream served anonymously: per file and commit. During an
-//     outage anyone may have such a file from the cache, unless upstream has
-//     said since that the repo is not public.
-//   - the repo's visibility: what upstream says of the repo itself, from
-//     repo-info answers (private/gated fields, whoever asked) and refusals
-//     (GatedRepo, RepoNotFound, an anonymous 401). A public repo's cached
-//     files may be served to anyone during an outage.
+//   - a caller's file grant: upstream answered this credential's resolve of
+//     one of the repo's files with the file's metadata. The Hub gates a
+//     repo's content as a whole, so it lets the caller reuse answers about
+//     the repo's files for access-ttl, and during an outage for
+//     max(access-ttl, outage-grace). Nothing else is a file grant: not an
+//     EntryNotFound or RevisionNotFound, and above all not a metadata
+//     answer, since the Hub serves a gated repo's info, tree and paths-info
+//     to anyone. Anonymous callers get none (they all share one identity):
+//     what they may have is recorded per file, below.
+//   - a caller's metadata grant: upstream answered this credential's repo
+//     info, tree or paths-info. It lets the caller have cached metadata
+//     answers during an outage, and nothing more.
+//   - what upstream served anonymously: per file and commit (its bytes, or
+//     that it is missing). During an outage anyone may have such a file from
+//     the cache, unless upstream has said since that the repo is not public.
+//   - the repo's visibility: from hubproxy's own anonymous, unprojected
+//     repo-info probe (never from a client's request, whose expand= may
+//     leave fields out), and from refusals (GatedRepo, RepoNotFound, an
+//     anonymous 401), which only ever make it not public. A public repo's
+//     cached files may be served to anyone during an outage.
 //
-// Outage beliefs (anonymous files, visibility) are trusted for PublicTTL.
-// Everything is persisted (write-behind, once a second), so a restart during
-// an outage keeps what was learnt; a crash loses at most a second of it,
-// which only ever fails closed.
+// A refusal of a credential erases both its grants. Outage beliefs
+// (anonymous files, visibility) are trusted for PublicTTL. Everything is
+// persisted (write-behind, once a second), so a restart during an outage
+// keeps what was learnt; a crash loses at most a second of it, which only
+// ever fails closed.
 type policy struct {
 	// Immutable after newPolicy.
 	store                       Store
@@ -47,11 +58,14 @@ type policy struct {
 }
 
 // repoRecord is what the policy knows of one repo. Its JSON form is the
-// persisted document.
+// persisted document. File grants are stored under a key older versions did
+// not write: their "grants" also counted metadata answers, so they are
+// dropped on upgrade rather than trusted (failing closed).
 type repoRecord struct {
 	Visibility *belief              `json:"visibility,omitempty"`
-	Anonymous  map[string]time.Time `json:"anonymous,omitempty"` // "commit/path" → last anonymous answer
-	Grants     map[string]time.Time `json:"grants,omitempty"`    // caller id → last grant
+	Anonymous  map[string]time.Time `json:"anonymous,omitempty"`   // "commit/path" → last anonymous answer
+	Files      map[string]time.Time `json:"file_grants,omitempty"` // caller id → last file grant
+	Meta       map[string]time.Time `json:"meta_grants,omitempty"` // caller id → last metadata answer
 }
 
 // belief is upstream's word on whether a repo is public, and when it said so.
@@ -97,21 +111,31 @@ func (p *policy) recordLocked(repo hub.Repo) *repoRecord {
 
 func (p *policy) changedLocked(repo hub.Repo, rec *repoRecord) { p.dirty[repo] = rec }
 
-// granted records that upstream answered caller about repo (an access check
-// that passed: a file, an API answer, EntryNotFound, RevisionNotFound).
-func (p *policy) granted(caller string, repo hub.Repo) {
+// grantedFile records that upstream answered caller's resolve of one of
+// repo's files with its metadata.
+func (p *policy) grantedFile(caller string, repo hub.Repo) {
+	p.grant(caller, repo, func(r *repoRecord) *map[string]time.Time { return &r.Files })
+}
+
+// grantedMeta records that upstream answered caller's metadata request
+// about repo (repo info, tree, paths-info): a grant of metadata only.
+func (p *policy) grantedMeta(caller string, repo hub.Repo) {
+	p.grant(caller, repo, func(r *repoRecord) *map[string]time.Time { return &r.Meta })
+}
+
+func (p *policy) grant(caller string, repo hub.Repo, field func(*repoRecord) *map[string]time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec := p.recordLocked(repo)
-	now := p.now()
-	if t, ok := rec.Grants[caller]; ok && now.Sub(t) < p.accessTTL/4 {
+	m, now := field(rec), p.now()
+	if t, ok := (*m)[caller]; ok && now.Sub(t) < p.accessTTL/4 {
 		return // fresh enough; spare the write
 	}
-	if rec.Grants == nil {
-		rec.Grants = make(map[string]time.Time)
+	if *m == nil {
+		*m = make(map[string]time.Time)
 	}
-	rec.Grants[caller] = now
-	trimOldest(rec.Grants, maxGrantsPerRepo)
+	(*m)[caller] = now
+	trimOldest(*m, maxGrantsPerRepo)
 	p.changedLocked(repo, rec)
 }
 
@@ -133,15 +157,18 @@ func (p *policy) servedAnonymously(repo hub.Repo, commit, path string) {
 	p.changedLocked(repo, rec)
 }
 
-// refused records that upstream refused caller. The caller's grant is gone;
-// and what the refusal says of the repo itself (gated, or not found, or
-// closed to anonymous callers) makes it not public.
+// refused records that upstream refused caller. The caller's grants are
+// gone; and what the refusal says of the repo itself (gated, or not found,
+// or closed to anonymous callers) makes it not public.
 func (p *policy) refused(caller string, anonymous bool, repo hub.Repo, se *fetch.StatusError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec := p.recordLocked(repo)
-	if _, ok := rec.Grants[caller]; ok {
-		delete(rec.Grants, caller)
+	_, f := rec.Files[caller]
+	_, m := rec.Meta[caller]
+	if f || m {
+		delete(rec.Files, caller)
+		delete(rec.Meta, caller)
 		p.changedLocked(repo, rec)
 	}
 	if anonymous || se.ErrorCode == "GatedRepo" || se.ErrorCode == "RepoNotFound" {
@@ -149,7 +176,7 @@ func (p *policy) refused(caller string, anonymous bool, repo hub.Repo, se *fetch
 	}
 }
 
-// visible records what upstream says of the repo itself.
+// visible records what hubproxy's own anonymous probe found of the repo.
 func (p *policy) visible(repo hub.Repo, public bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -168,29 +195,49 @@ func (p *policy) setVisibilityLocked(repo hub.Repo, rec *repoRecord, public bool
 	p.changedLocked(repo, rec)
 }
 
-// live reports whether caller may reuse an answer about repo now without
-// asking upstream: its own grant, or the repo's public visibility, is no
-// older than access-ttl.
+// live reports whether caller may reuse an answer about repo's files now
+// without asking upstream: its own file grant, or the repo's public
+// visibility, is no older than access-ttl.
 func (p *policy) live(caller string, repo hub.Repo) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec, now := p.recordLocked(repo), p.now()
-	if t, ok := rec.Grants[caller]; ok && now.Sub(t) < p.accessTTL {
+	if t, ok := rec.Files[caller]; ok && now.Sub(t) < p.accessTTL {
 		return true
 	}
 	v := rec.Visibility
 	return v != nil && v.Public && now.Sub(v.At) < p.accessTTL
 }
 
+// liveAnonymous reports whether upstream answered an anonymous caller about
+// path at commit within access-ttl.
+func (p *policy) liveAnonymous(repo hub.Repo, commit, path string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.recordLocked(repo).Anonymous[commit+"/"+path]
+	return ok && p.now().Sub(t) < p.accessTTL
+}
+
 // reason names why the policy allowed an answer without upstream.
 type reason string
 
-// fallback decides whether caller may have an answer about repo from the
-// cache while upstream cannot be asked. anonAt is when upstream last gave
-// this very answer to an anonymous caller (zero: never); file answers look it
-// up by commit and path with anonymousAt. It returns ErrUnverifiable (fail
-// closed) when nothing upstream said covers the caller.
+// fallback decides whether caller may have a cached answer about one of
+// repo's files while upstream cannot be asked. anonAt is when upstream last
+// gave this very answer to an anonymous caller (zero: never); file answers
+// look it up by commit and path with anonymousAt. It returns
+// ErrUnverifiable (fail closed) when nothing upstream said covers the
+// caller.
 func (p *policy) fallback(caller string, repo hub.Repo, anonAt time.Time) (reason, error) {
+	return p.decide(caller, repo, anonAt, false)
+}
+
+// fallbackMeta is fallback for a cached metadata answer (repo info, tree,
+// paths-info), which a metadata grant also covers.
+func (p *policy) fallbackMeta(caller string, repo hub.Repo, anonAt time.Time) (reason, error) {
+	return p.decide(caller, repo, anonAt, true)
+}
+
+func (p *policy) decide(caller string, repo hub.Repo, anonAt time.Time, meta bool) (reason, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec, now := p.recordLocked(repo), p.now()
@@ -201,8 +248,12 @@ func (p *policy) fallback(caller string, repo hub.Repo, anonAt time.Time) (reaso
 	if v != nil && v.Public && now.Sub(v.At) < p.publicTTL {
 		return "public repo", nil
 	}
-	if t, ok := rec.Grants[caller]; ok && now.Sub(t) < max(p.accessTTL, p.grace) {
-		return "caller granted", nil
+	within := max(p.accessTTL, p.grace)
+	if t, ok := rec.Files[caller]; ok && now.Sub(t) < within {
+		return "caller granted the files", nil
+	}
+	if t, ok := rec.Meta[caller]; meta && ok && now.Sub(t) < within {
+		return "caller granted the metadata", nil
 	}
 	return "", ErrUnverifiable
 }

@@ -168,7 +168,7 @@ func TestPolicyRecordsAreBounded(t *testing.T) {
 		clk.add(time.Millisecond)
 	}
 	for i := range maxGrantsPerRepo + 50 {
-		p.granted(fmt.Sprintf("caller%d", i), repo)
+		p.grantedFile(fmt.Sprintf("caller%d", i), repo)
 	}
 	if err := p.flush(); err != nil {
 		t.Fatal(err)
@@ -177,8 +177,8 @@ func TestPolicyRecordsAreBounded(t *testing.T) {
 	p2.mu.Lock()
 	rec := p2.recordLocked(repo)
 	p2.mu.Unlock()
-	if len(rec.Anonymous) != maxAnonymousPerRepo || len(rec.Grants) != maxGrantsPerRepo {
-		t.Errorf("record holds %d files, %d grants", len(rec.Anonymous), len(rec.Grants))
+	if len(rec.Anonymous) != maxAnonymousPerRepo || len(rec.Files) != maxGrantsPerRepo {
+		t.Errorf("record holds %d files, %d grants", len(rec.Anonymous), len(rec.Files))
 	}
 	if _, ok := rec.Anonymous[commitA+"/f0"]; ok {
 		t.Error("the oldest file was kept")
@@ -186,3 +186,66 @@ func TestPolicyRecordsAreBounded(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A metadata answer (repo info, tree, paths-info: public on the Hub even
+// for a gated repo) is a grant of metadata only: in an outage it lets the
+// caller replay cached metadata, never have the repo's files.
+func TestMetadataAnswersAreNotFileGrants(t *testing.T) {
+	up := &fakeUpstream{commit: commitA, gated: true}
+	store := newFakeStore()
+	store.holds(commitA, "w.bin")
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute})
+	if got := read(r, "Bearer ok", "w.bin"); got != "ok" {
+		t.Fatalf("granted caller: %s", got)
+	}
+	for _, auth := range []string{"", "Bearer denied"} {
+		r.AnsweredMetadata(auth, repo, nil)
+	}
+	up.set(func(f *fakeUpstream) { f.down = true })
+	clk.add(time.Second)
+	for _, auth := range []string{"", "Bearer denied"} {
+		if got := read(r, auth, "w.bin"); got != "unverifiable" {
+			t.Errorf("%q after a metadata answer, in an outage: %s, want unverifiable", auth, got)
+		}
+		if err := r.MayReplayMetadata(auth, repo, time.Time{}); err != nil {
+			t.Errorf("%q may not replay its own cached metadata: %v", auth, err)
+		}
+	}
+	if err := r.MayReplayMetadata("Bearer other", repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+		t.Errorf("a caller upstream never answered replays metadata: %v", err)
+	}
+}
+
+// Only a resolve that returned a file's metadata grants the files: an
+// EntryNotFound does not.
+func TestNotFoundAnswersAreNotGrants(t *testing.T) {
+	up := &fakeUpstream{commit: commitA, gated: true}
+	store := newFakeStore()
+	store.holds(commitA, "w.bin")
+	clk := newClock()
+	r := newResolver(t, up, store, clk, Options{AccessTTL: time.Minute})
+	if got := read(r, "Bearer ok", "adapter_config.json"); got != "404 EntryNotFound" {
+		t.Fatalf("missing file: %s", got)
+	}
+	up.set(func(f *fakeUpstream) { f.down = true })
+	clk.add(time.Second)
+	if got := read(r, "Bearer ok", "w.bin"); got != "unverifiable" {
+		t.Errorf("after only an EntryNotFound, in an outage: %s, want unverifiable", got)
+	}
+}
+
+// Records written by earlier versions counted metadata answers as grants;
+// they are not trusted after an upgrade.
+func TestOldGrantsAreDroppedOnUpgrade(t *testing.T) {
+	store := newFakeStore()
+	clk := newClock()
+	old := fmt.Sprintf(`{"grants":{%q:%q}}`, callerHash("Bearer denied"), clk.now().Format(time.RFC3339Nano))
+	if err := store.PutMeta(policyKey(repo), []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
+	if _, err := p.fallback(callerHash("Bearer denied"), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+		t.Errorf("an old-format grant was trusted: %v", err)
+	}
+}

@@ -303,7 +303,7 @@ func (r *Resolver) lookup(k, rev string) (fetch.FileMeta, bool) {
 // learn records what upstream answered a resolution: the access decision,
 // the ref, and a missing file's marker.
 func (r *Resolver) learn(auth string, repo hub.Repo, rev, path string, m fetch.FileMeta, err error) {
-	r.Answered(auth, repo, err)
+	r.answeredFile(auth, repo, err)
 	commit := m.Commit
 	var se *fetch.StatusError
 	switch {
@@ -329,8 +329,12 @@ func refusal(se *fetch.StatusError) bool {
 }
 
 // knownMissing answers EntryNotFound for a file the cache recorded missing
-// at the commit rev names, when the caller may reuse answers about the repo
-// (its own access decision, or the repo's public visibility, is fresh).
+// at the commit rev names, to a caller who may have answers about the
+// repo's files: its own file grant, or the repo's public visibility, is
+// fresh; for an anonymous caller, also upstream's own anonymous answer about
+// that very path. A metadata answer is not enough: the Hub serves a gated
+// repo's metadata to anyone, and its files' existence only to callers it
+// admits.
 func (r *Resolver) knownMissing(auth string, repo hub.Repo, rev, path string) error {
 	commit := rev
 	if !hub.IsCommit(rev) {
@@ -338,7 +342,10 @@ func (r *Resolver) knownMissing(auth string, repo hub.Repo, rev, path string) er
 			return nil
 		}
 	}
-	if !r.store.NoExist(repo, commit, path) || !r.policy.live(callerHash(auth), repo) {
+	if !r.store.NoExist(repo, commit, path) {
+		return nil
+	}
+	if !r.policy.live(callerHash(auth), repo) && (auth != "" || !r.policy.liveAnonymous(repo, commit, path)) {
 		return nil
 	}
 	return missing(commit)
@@ -395,6 +402,13 @@ func (r *Resolver) fromCache(auth string, repo hub.Repo, rev, path string, cause
 	if !hub.IsCommit(rev) {
 		c, err := r.store.ReadRef(repo, rev)
 		if err != nil {
+			// Nothing cached at this revision. Say so only to a caller who
+			// could have had it: to anyone else, a repo the proxy never saw
+			// and a private one it serves must look the same.
+			if _, err := r.policy.fallback(callerHash(auth), repo, time.Time{}); err != nil {
+				r.opts.Observe("unverifiable")
+				return Meta{}, fmt.Errorf("%w (%v)", ErrUnverifiable, cause)
+			}
 			return Meta{}, cause
 		}
 		commit = c

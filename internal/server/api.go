@@ -109,7 +109,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar hub.
 		if auth == "" {
 			anonAt = cached.Stored
 		}
-		return s.opts.Resolver.MayServeCached(auth, ar.Repo, anonAt)
+		return s.opts.Resolver.MayReplayMetadata(auth, ar.Repo, anonAt)
 	}
 	if s.opts.Offline {
 		if err := fallback(); err != nil {
@@ -148,7 +148,7 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar hub.
 		return
 	}
 	defer resp.Body.Close()
-	s.opts.Resolver.Answered(auth, ar.Repo, apiOutcome(resp))
+	s.opts.Resolver.AnsweredMetadata(auth, ar.Repo, apiOutcome(resp))
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponseBody+1))
 	info(r).tally.Add(int64(len(data)))
 	if err != nil || len(data) > maxAPIResponseBody {
@@ -168,11 +168,9 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar hub.
 			return
 		}
 		env.Body = stripped
-		if ar.Kind == hub.APIInfo {
-			if v, ok := visibility(data); ok {
-				s.opts.Resolver.Visible(ar.Repo, v)
-			}
-		}
+		// A client's repo-info answer never feeds the repo's visibility:
+		// its expand= may leave "gated" out (docs/hub-protocol.md §9). The
+		// resolver learns visibility from its own unprojected probe.
 		if ar.Kind == hub.APIInfo && ar.Rev != "" && !hub.IsCommit(ar.Rev) && hub.IsCommit(sha) {
 			if err := s.opts.Store.WriteRef(ar.Repo, ar.Rev, sha); err != nil {
 				s.log.Warn("writing ref", "repo", ar.Repo.String(), "err", err)
@@ -195,26 +193,6 @@ func apiOutcome(resp *http.Response) error {
 		return nil
 	}
 	return &fetch.StatusError{Code: resp.StatusCode, ErrorCode: resp.Header.Get("X-Error-Code")}
-}
-
-// visibility reads a repo-info answer's private and gated fields, which
-// describe the repo whoever asked.
-func visibility(data []byte) (fetch.Visibility, bool) {
-	var info struct {
-		Private *bool `json:"private"`
-		Gated   any   `json:"gated"`
-	}
-	if json.Unmarshal(data, &info) != nil || info.Private == nil {
-		return fetch.Visibility{}, false
-	}
-	gated := true // an unknown form means the stricter thing
-	switch g := info.Gated.(type) {
-	case bool:
-		gated = g
-	case nil:
-		gated = false
-	}
-	return fetch.Visibility{Private: *info.Private, Gated: gated}, true
 }
 
 func metaKey(auth, method, pathAndQuery, contentType string, body []byte) string {

@@ -21,7 +21,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
-	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/repofs"
@@ -33,19 +32,19 @@ import (
 // upstream answered a caller, and decides whether a cached answer may be
 // given without asking upstream.
 type Resolver interface {
-	// Answered records upstream's answer to a caller about repo (nil, or
-	// the *fetch.StatusError it answered).
-	Answered(auth string, repo hub.Repo, err error)
-	// Visible records what upstream says of the repo itself.
-	Visible(repo hub.Repo, v fetch.Visibility)
+	// AnsweredMetadata records upstream's answer to a caller's metadata
+	// request about repo (nil, or the *fetch.StatusError it answered). It
+	// is never a grant of the repo's files.
+	AnsweredMetadata(auth string, repo hub.Repo, err error)
 	// Reusable reports whether caller may reuse an answer about repo@rev
 	// stored at stored without asking upstream (access-ttl, and
 	// revision-ttl for a branch or tag).
 	Reusable(auth string, repo hub.Repo, rev string, stored time.Time) bool
-	// MayServeCached decides whether caller may have a cached answer about
-	// repo without upstream; anonAt is when upstream gave that very answer
-	// to an anonymous caller (zero if never). nil or ErrUnverifiable.
-	MayServeCached(auth string, repo hub.Repo, anonAt time.Time) error
+	// MayReplayMetadata decides whether caller may have a cached metadata
+	// answer about repo without upstream; anonAt is when upstream gave that
+	// very answer to an anonymous caller (zero if never). nil or
+	// ErrUnverifiable.
+	MayReplayMetadata(auth string, repo hub.Repo, anonAt time.Time) error
 }
 
 // Files opens repo files for callers (internal/repofs).
