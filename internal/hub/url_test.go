@@ -94,6 +94,96 @@ func TestParseAPIURL(t *testing.T) {
 	}
 }
 
+// resolve-cache paths are parsed to their repo: the commit's place says
+// where a one- or two-segment id ends; where it cannot, no repo is named.
+func TestParseAPIURLResolveCache(t *testing.T) {
+	const c = "0123456789abcdef0123456789abcdef01234567"
+	tests := []struct {
+		in   string
+		want APIURL
+	}{
+		{"/api/resolve-cache/models/harness/tiny-gpt2/" + c + "/config.json", APIURL{Kind: APIResolveCache, Repo: MustRepo(Model, "harness/tiny-gpt2"), Rev: c, Path: "config.json"}},
+		{"/api/resolve-cache/datasets/org/ds/" + c + "/data/x%20y.csv", APIURL{Kind: APIResolveCache, Repo: MustRepo(Dataset, "org/ds"), Rev: c, Path: "data/x y.csv"}},
+		{"/api/resolve-cache/models/gpt2/" + c + "/config.json", APIURL{Kind: APIResolveCache, Repo: MustRepo(Model, "gpt2"), Rev: c, Path: "config.json"}},
+		{"/api/resolve-cache/models/Harness/Tiny-GPT2/" + c + "/config.json", APIURL{Kind: APIResolveCache, Repo: MustRepo(Model, "Harness/Tiny-GPT2"), Rev: c, Path: "config.json"}},
+		// No commit, or one in both places: the id's end is unknown.
+		{"/api/resolve-cache/models/gpt2/main/config.json", APIURL{Kind: APIOther}},
+		{"/api/resolve-cache/models/" + c + "/" + c + "/" + c + "/x", APIURL{Kind: APIOther}},
+		{"/api/resolve-cache/nonsense/a/" + c + "/x", APIURL{Kind: APIOther}},
+	}
+	for _, tt := range tests {
+		got, err := ParseAPIURL(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseAPIURL(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// Paths a server in front of the Hub, or the Hub, could normalise into
+// another path than the one parsed are refused whether or not the route is
+// known; encoded slashes stay legal in revisions and tree paths.
+func TestParseAPIURLRefusesAmbiguousPaths(t *testing.T) {
+	const c = "0123456789abcdef0123456789abcdef01234567"
+	for _, in := range []string{
+		"/api/../harness/tiny-gpt2/resolve/main/config.json",
+		"/api/./whoami-v2",
+		"/api/%2e%2e/harness/tiny-gpt2/resolve/main/config.json",
+		"/api/%2E%2E/harness/tiny-gpt2/resolve/main/config.json",
+		"/api/%2e%2E/x",
+		"/api/.%2e/x",
+		"/api/%252e%252e/x",
+		"/api/%25252E/x",
+		"/api/models/harness/other/../tiny-gpt2",
+		"/api/models/harness/other/discussions/%2e%2e%2f%2e%2e%2ftiny-gpt2",
+		"/api/models/harness/other/tree/main/a/%2e%2e/b",
+		"/api/models/harness%2Ftiny-gpt2/refs",
+		"/api/models/harness%2ftiny-gpt2",
+		"/api/models/harness%252Ftiny-gpt2/refs",
+		"/api/models/harness/tiny%2Fgpt2/refs",
+		"/api/models%2Fharness%2Ftiny-gpt2",
+		"/api/models/harness%5Ctiny-gpt2/refs",
+		"/api/models/harness%5ctiny-gpt2",
+		`/api/models/harness\tiny-gpt2/refs`,
+		"/api/models/harness/tiny-gpt2/tree/main/a%5Cb",
+		"/api/resolve-cache/models/harness%2Ftiny-gpt2/" + c + "/config.json",
+		"/api/resolve-cache/models/harness/tiny-gpt2/" + c + "/../x",
+		"/api/resolve-cache/models/harness/tiny-gpt2/" + c + "/",
+	} {
+		_, err := ParseAPIURL(in)
+		var inv *InvalidError
+		if !errors.As(err, &inv) {
+			t.Errorf("ParseAPIURL(%q) = %v, want *InvalidError", in, err)
+		}
+	}
+	for _, in := range []string{
+		"/api/models/org/name/revision/refs%2Fpr%2F1",
+		"/api/models/org/name/tree/refs%2Fpr%2F1/sub%2Fdir",
+		"/api/models/org/name/discussions/a%2Fb",
+		"/api/models/org/na.me",
+		"/api/models/org/name/tree/main/.hidden/x..y",
+		"/api/whoami-v2",
+	} {
+		if _, err := ParseAPIURL(in); err != nil {
+			t.Errorf("ParseAPIURL(%q): %v", in, err)
+		}
+	}
+}
+
+// The slash of a repo id is literal on the file routes too.
+func TestParseEscapedRepoRefusesEncodedSlash(t *testing.T) {
+	for _, in := range []string{"harness%2Ftiny-gpt2", "harness%2ftiny-gpt2", "harness%252Ftiny-gpt2"} {
+		if _, err := ParseEscapedRepo(Model, in); err == nil {
+			t.Errorf("ParseEscapedRepo(%q) accepted", in)
+		}
+	}
+	if _, err := ParseFileURL("/harness%2Ftiny-gpt2/resolve/main/config.json"); err == nil {
+		t.Error("an encoded slash in a file URL's repo id was accepted")
+	}
+	if r, err := ParseEscapedRepo(Model, "harness/tiny%2Dgpt2"); err != nil || r.ID() != "harness/tiny-gpt2" {
+		t.Errorf("ParseEscapedRepo(harness/tiny%%2Dgpt2) = %v, %v", r, err)
+	}
+}
+
 // FuzzParseFileURL checks that whatever the URL, parsing never panics and
 // anything accepted is safe to put on disk and in an upstream URL, and that
 // re-escaping an accepted route parses back to the same route.

@@ -26,14 +26,16 @@ type Admission struct {
 // NewAdmission checks the patterns and keeps the tokens hashed. Patterns
 // use path.Match syntax on the repo as a user writes it: "Qwen/*" for a
 // namespace's models, "datasets/org/*" for an org's datasets, "gpt2" for a
-// legacy repo. A '*' never crosses a '/'.
+// legacy repo. A '*' never crosses a '/'. Matching ignores case, because
+// the Hub does: "Harness/Tiny-GPT2" is the repo "harness/tiny-gpt2"
+// (docs/hub-protocol.md, "Repo ids").
 func NewAdmission(allow, deny, tokens []string) (*Admission, error) {
 	for _, p := range append(append([]string{}, allow...), deny...) {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("repo pattern %q: %w", p, err)
 		}
 	}
-	a := &Admission{allow: allow, deny: deny}
+	a := &Admission{allow: foldAll(allow), deny: foldAll(deny)}
 	if tokens != nil {
 		if len(tokens) == 0 {
 			return nil, errors.New("the client token list is empty: nobody could use the proxy")
@@ -49,11 +51,23 @@ func NewAdmission(allow, deny, tokens []string) (*Admission, error) {
 // errNotAdmitted is a caller without an accepted token: 401.
 var errNotAdmitted = errors.New("this hubproxy accepts only callers with a listed token (Authorization: Bearer <token>)")
 
-// repoRefusedError is a repo outside the allow list, or on the deny list:
-// 403 RepoNotAllowed.
-type repoRefusedError struct{ repo hub.Repo }
+// repoRefusedError is a repo outside the allow list, or on the deny list,
+// or (repo zero) an /api/ path naming no repo admission could check while
+// patterns are set: 403 RepoNotAllowed.
+type repoRefusedError struct {
+	repo hub.Repo
+	path string // the escaped path, when repo is zero
+}
 
 func (e *repoRefusedError) Error() string {
+	if e.repo.IsZero() {
+		p := e.path
+		if len(p) > 96 {
+			p = p[:96] + "…"
+		}
+		return fmt.Sprintf("this hubproxy serves only the repos allow-repos / deny-repos admit, and %q names no repo it can check "+
+			"(without a repo, only GET or HEAD of /api/whoami-v2, /api/models, /api/datasets and /api/spaces pass)", p)
+	}
 	return fmt.Sprintf("this hubproxy does not serve %s (allow-repos / deny-repos)", e.repo)
 }
 
@@ -69,26 +83,47 @@ func (a *Admission) caller(r *http.Request) error {
 	return nil
 }
 
-// repo checks repo against the patterns.
+// foldAll lower-cases patterns, so matching folds case on both sides.
+func foldAll(patterns []string) []string {
+	out := make([]string, len(patterns))
+	for i, p := range patterns {
+		out[i] = strings.ToLower(p)
+	}
+	return out
+}
+
+// narrows reports whether any repo pattern is set.
+func (a *Admission) narrows() bool { return a != nil && len(a.allow)+len(a.deny) > 0 }
+
+// repo checks repo against the patterns, ignoring case as the Hub does.
 func (a *Admission) repo(repo hub.Repo) error {
 	if a == nil {
 		return nil
 	}
-	name := repo.String()
-	for _, p := range a.deny {
-		if ok, _ := path.Match(p, name); ok {
-			return &repoRefusedError{repo}
-		}
+	if a.denied(repo) {
+		return &repoRefusedError{repo: repo}
 	}
 	if len(a.allow) == 0 {
 		return nil
 	}
+	name := strings.ToLower(repo.String())
 	for _, p := range a.allow {
 		if ok, _ := path.Match(p, name); ok {
 			return nil
 		}
 	}
-	return &repoRefusedError{repo}
+	return &repoRefusedError{repo: repo}
+}
+
+// denied reports whether a deny pattern matches repo, ignoring case.
+func (a *Admission) denied(repo hub.Repo) bool {
+	name := strings.ToLower(repo.String())
+	for _, p := range a.deny {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // admitCaller is middleware refusing callers without an accepted token on
@@ -103,9 +138,66 @@ func (s *Server) admitCaller(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// admitAPI is repo admission for an /api/ request whose escaped path
+// hub.ParseAPIURL parsed as ar (which has already refused, with a 400, the
+// paths a server could normalise differently from us: dot segments, encoded
+// slashes in ids, backslashes). With no repo patterns set everything passes:
+// upstream decides. With patterns, a path is admitted only if the repo it
+// names is, or if it is one of the few routes about no repo that clients
+// need (repoLess); any other path whose repo cannot be told is refused,
+// since it is relayed as it came and upstream may read a repo in it.
+func (s *Server) admitAPI(r *http.Request, ar hub.APIURL) error {
+	a := s.opts.Admission
+	if !a.narrows() {
+		return nil
+	}
+	esc := r.URL.EscapedPath()
+	repo, guessed := ar.Repo, ar.Kind == hub.APIInfo && ar.Rev == ""
+	if ar.Kind == hub.APIOther {
+		var ok bool
+		if repo, ok = passRepo(esc); !ok {
+			if repoLess(r.Method, esc) {
+				return nil
+			}
+			return &repoRefusedError{path: esc}
+		}
+		guessed = true
+	}
+	if err := a.repo(repo); err != nil {
+		return err
+	}
+	// Where no marker ends the id, "/api/models/gpt2/refs" may as well be
+	// the legacy repo "gpt2" (and its refs) as "gpt2/refs": a deny pattern
+	// for the one-segment reading refuses it too.
+	if ns, _, two := strings.Cut(repo.ID(), "/"); guessed && two {
+		if legacy, err := hub.ParseRepo(repo.Type(), ns); err == nil && a.denied(legacy) {
+			return &repoRefusedError{repo: legacy}
+		}
+	}
+	return nil
+}
+
+// repoLess reports whether an /api/ request is one of the routes that name
+// no repo and that clients need, let through whatever the patterns: who the
+// token belongs to (huggingface_hub's whoami and login) and the repo
+// listings and searches (list_models and friends; any query). Read-only
+// methods only. A listing shows what upstream lists, denied repos included:
+// admission narrows what is served and cached, not what can be named.
+func repoLess(method, escaped string) bool {
+	if method != http.MethodGet && method != http.MethodHead {
+		return false
+	}
+	switch escaped {
+	case "/api/whoami-v2", "/api/models", "/api/datasets", "/api/spaces":
+		return true
+	}
+	return false
+}
+
 // passRepo finds the repo a pass-through API path names, if any:
-// /api/{models,datasets,spaces}/{ns}/{name}/… . Best effort: paths that name
-// none (searches, whoami) are not about one repo.
+// /api/{models,datasets,spaces}/{ns}/{name}/… . Best effort, and read as a
+// two-segment id (admitAPI also checks the one-segment reading against
+// deny patterns).
 func passRepo(escaped string) (hub.Repo, bool) {
 	rest, ok := strings.CutPrefix(escaped, "/api/")
 	if !ok {

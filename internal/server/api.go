@@ -32,15 +32,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	repo, named := ar.Repo, ar.Kind != hub.APIOther
-	if !named {
-		repo, named = passRepo(r.URL.EscapedPath())
-	}
-	if named {
-		if err := s.opts.Admission.repo(repo); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	if err := s.admitAPI(r, ar); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	switch {
 	case ar.Kind == hub.APIXetToken:
