@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/server"
 )
 
 func newServeCmd() *cobra.Command {
@@ -79,7 +80,10 @@ func serve(ctx context.Context, l loaded) error {
 			// (e.g. no /run/hubproxy outside a container) is not fatal.
 			log.Warn("admin API disabled", "admin_listen", cfg.AdminListen, "err", err)
 		} else {
-			admin := &http.Server{Handler: h.Admin, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+			// ConnContext reads each connection's peer credentials, which
+			// decide whose GPU leases a caller may see and end.
+			admin := &http.Server{Handler: h.Admin, ConnContext: server.AdminConnContext,
+				ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 			go admin.Serve(aln)
 			// Runs before the cache and GPU are closed (defers unwind in
 			// reverse): a staging in progress finishes first.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"os"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -15,11 +16,18 @@ import (
 //
 //	GET    /gpu/devices             devices by ordinal, UUID and PCI bus id: memory, health, what is leased
 //	POST   /gpu/stage               stage tensors onto a device as one lease (gpu_stage.go)
-//	GET    /gpu/leases              live leases
-//	DELETE /gpu/leases/{id}         release a lease (idempotent)
+//	GET    /gpu/leases              the caller's live leases (all of them for the operator)
+//	DELETE /gpu/leases/{id}         release one of the caller's leases (idempotent)
 //	POST   /gpu/leases/{id}/renew   restart a lease's TTL: the heartbeat of a consumer that holds no socket
 //	GET    /cache/stats             the cache's counters
-//	GET    /debug/pprof/…           Go profiles (net/http/pprof)
+//	GET    /debug/pprof/…           Go profiles (net/http/pprof), only with AdminOptions.Pprof (pprof.go)
+//
+// A lease is its stager's: the uid the kernel names for the staging
+// connection (SO_PEERCRED, read by AdminConnContext, which the admin
+// http.Server must use). Another caller is answered as if the lease did not
+// exist; hubproxy's own uid is the operator's and sees every lease. Over
+// loopback TCP there is no credential: a lease's id is its only proof and
+// listing is refused. gpu_owner.go has the rules and why.
 
 // AdminOptions configures the admin handler.
 type AdminOptions struct {
@@ -34,7 +42,7 @@ type AdminOptions struct {
 // cache and tensor service, so staging a cold tensor streams it from upstream
 // through the cache, with the caller's own access checked.
 func (s *Server) Admin(opts AdminOptions) http.Handler {
-	a := &admin{s: s, opts: opts}
+	a := &admin{s: s, opts: opts, owners: newOwners(uint32(os.Geteuid()))}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
 	s.routeErrors(r)
@@ -56,8 +64,9 @@ func (s *Server) Admin(opts AdminOptions) http.Handler {
 }
 
 type admin struct {
-	s    *Server
-	opts AdminOptions
+	s      *Server
+	opts   AdminOptions
+	owners *owners // who staged each lease (gpu_owner.go)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

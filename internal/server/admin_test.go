@@ -18,12 +18,15 @@ import (
 )
 
 // newAdmin restarts e's proxy with st as its GPU copier and serves its
-// admin API.
+// admin API on loopback TCP, as serve.go does for admin-listen host:port:
+// its callers have no peer credential (see adminAs for ones that do).
 func newAdmin(t *testing.T, e *env, st server.Stager) *httptest.Server {
 	t.Helper()
 	e.cfg.Stager = st
 	e.start()
-	srv := httptest.NewServer(e.admin)
+	srv := httptest.NewUnstartedServer(e.admin)
+	srv.Config.ConnContext = server.AdminConnContext
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -93,13 +96,10 @@ func TestAdminStagesTensorsAndShards(t *testing.T) {
 			t.Errorf("%s shard: shape %v, bytes equal %v", te.Name, te.Shape, bytes.Equal(mem[te.Offset:te.Offset+te.Bytes], want.Bytes()))
 		}
 	}
-	// Leases list and release (idempotent).
-	resp, _ := http.Get(admin.URL + "/gpu/leases")
-	var ls struct{ Leases []map[string]any }
-	json.NewDecoder(resp.Body).Decode(&ls)
-	resp.Body.Close()
-	if len(ls.Leases) != 2 {
-		t.Errorf("%d leases, want 2", len(ls.Leases))
+	// Leases list (to the operator: over TCP nobody can list) and release
+	// (idempotent).
+	if ids := leaseIDs(t, operatorAdmin(t, e)); len(ids) != 2 {
+		t.Errorf("%d leases, want 2", len(ids))
 	}
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodDelete, admin.URL+"/gpu/leases/"+out.Lease, nil)

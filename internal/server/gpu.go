@@ -126,8 +126,17 @@ func expires(l gpu.Lease) *time.Time {
 	return &l.Expires
 }
 
+// leases lists the caller's own leases, or all of them for the operator
+// (gpu_owner.go). An anonymous caller cannot list: the list would give it
+// the ids that are the only proof of owning an anonymous lease.
 func (a *admin) leases(w http.ResponseWriter, r *http.Request) {
-	ls := a.opts.Stager.Leases()
+	caller := peerOf(r)
+	if !caller.known {
+		a.s.writeError(w, r, &requestError{"listing leases needs the admin API on a Unix socket (admin-listen unix://…), " +
+			"where hubproxy can tell whose leases are whose; here renew or release a lease by the id its staging answered"})
+		return
+	}
+	ls := a.owners.visible(caller, a.opts.Stager.Leases())
 	out := LeasesResponse{Leases: make([]LeaseJSON, 0, len(ls))}
 	for _, l := range ls {
 		out.Leases = append(out.Leases, leaseJSON(l))
@@ -144,10 +153,18 @@ func leaseID(r *http.Request) (string, error) {
 	return id, nil
 }
 
+// release ends one of the caller's leases. Another's is, to the caller,
+// unknown: 204 like any unknown id (releasing is idempotent), nothing freed.
 func (a *admin) release(w http.ResponseWriter, r *http.Request) {
 	id, err := leaseID(r)
+	if err == nil && !a.owners.allows(peerOf(r), id) {
+		a.refused(r, id, "release")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err == nil {
-		if err = a.opts.Stager.Release(id); errors.Is(err, gpu.ErrUnknownLease) {
+		if err = a.opts.Stager.Release(id); err == nil || errors.Is(err, gpu.ErrUnknownLease) {
+			a.owners.forget(id)
 			err = nil // releasing is idempotent
 		}
 	}
@@ -160,9 +177,14 @@ func (a *admin) release(w http.ResponseWriter, r *http.Request) {
 
 // renew is the heartbeat of a consumer that keeps no connection open to
 // hold its lease: each call restarts the TTL. A lease that was let expire
-// is gone (404): with the legacy IPC handover its memory was freed.
+// is gone (404): with the legacy IPC handover its memory was freed. So is,
+// to the caller, a lease that is not its own.
 func (a *admin) renew(w http.ResponseWriter, r *http.Request) {
 	id, err := leaseID(r)
+	if err == nil && !a.owners.allows(peerOf(r), id) {
+		a.refused(r, id, "renew")
+		err = notYours(id)
+	}
 	var l gpu.Lease
 	if err == nil {
 		l, err = a.opts.Stager.Renew(id)
@@ -172,6 +194,13 @@ func (a *admin) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, leaseJSON(l))
+}
+
+// refused logs a renew or release of a lease that is not the caller's,
+// which the caller is answered as for an unknown lease: the log is where
+// an operator finds out why a consumer's lease "does not exist".
+func (a *admin) refused(r *http.Request, id, what string) {
+	a.s.log.Info("gpu: "+what+" refused: no such lease of the caller's (unknown, gone or another's)", "lease", id, "caller", peerOf(r).String())
 }
 
 // GPUDeviceHealth reads the stager's devices for the GPU health metrics

@@ -4,7 +4,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
 
@@ -34,25 +33,26 @@ func sendWithFD(c net.Conn, data []byte, f *os.File) error {
 	return err
 }
 
-// peerOf names the process at the other end of a Unix socket, as the
-// kernel saw it connect (SO_PEERCRED). The pid is 0 when that process is
-// in a PID namespace this one cannot see, the usual case across the
-// containers of a pod.
-func peerOf(c net.Conn) string {
+// peerCred reads the credentials of the process at the other end of a
+// Unix socket, as the kernel saw it connect (SO_PEERCRED): its effective
+// uid, and its pid, which is 0 when that process is in a PID namespace this
+// one cannot see (the usual case across the containers of a pod). Any other
+// connection (TCP) has no credential: the peer is anonymous.
+func peerCred(c net.Conn) peer {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return c.RemoteAddr().String()
+		return peer{}
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return ""
+		return peer{}
 	}
 	var cred *unix.Ucred
 	cerr := raw.Control(func(fd uintptr) {
 		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	})
 	if cerr != nil || err != nil {
-		return ""
+		return peer{}
 	}
-	return fmt.Sprintf("pid %d uid %d", cred.Pid, cred.Uid)
+	return peer{known: true, uid: cred.Uid, pid: cred.Pid}
 }

@@ -22,9 +22,10 @@ import (
 // closing; if its process dies the kernel closes it. That is the signal
 // the old design lacked: its leases ended on a timer, freeing memory under
 // a consumer that was still using it, or outlived a consumer that had
-// crashed. Peer credentials (SO_PEERCRED) name the holder in the log; a
-// pidfd would need the consumer's PID to be visible here, which is what
-// the descriptor handover spares the pod (no shared PID namespace).
+// crashed. Peer credentials (SO_PEERCRED) name the holder in the log, and
+// their uid owns the lease (gpu_owner.go); a pidfd would need the
+// consumer's PID to be visible here, which is what the descriptor handover
+// spares the pod (no shared PID namespace).
 
 // handOver answers on the hijacked connection and reports whether the
 // consumer has its lease. On failure the lease is released (nobody could
@@ -60,7 +61,10 @@ func (a *admin) handOver(w http.ResponseWriter, r *http.Request, lease *gpu.Leas
 		conn.Close()
 		return true
 	}
-	peer := peerOf(conn)
+	peer := peerOf(r).String()
+	if !peerOf(r).known {
+		peer = conn.RemoteAddr().String()
+	}
 	a.s.log.Info("gpu: lease held by its consumer's connection", "lease", lease.ID, "peer", peer)
 	go a.hold(conn, brw.Reader, lease.ID, peer)
 	return true
@@ -72,6 +76,7 @@ func (a *admin) handOver(w http.ResponseWriter, r *http.Request, lease *gpu.Leas
 func (a *admin) hold(conn net.Conn, rd io.Reader, id, peer string) {
 	defer conn.Close()
 	_, err := io.Copy(io.Discard, rd)
+	defer a.owners.forget(id)
 	if rerr := a.opts.Stager.Release(id); rerr != nil {
 		// Unknown: released through DELETE, or dropped by a device reset.
 		a.s.log.Debug("gpu: held lease already gone", "lease", id, "err", rerr)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hubproxy/hubproxy/internal/gpu"
+	"github.com/hubproxy/hubproxy/internal/server"
 )
 
 // unixAdmin serves e's admin API on a Unix socket, as admin-listen
@@ -38,6 +39,7 @@ func unixAdmin(t *testing.T, e *env) string {
 	}
 	srv := httptest.NewUnstartedServer(e.admin)
 	srv.Listener = ln
+	srv.Config.ConnContext = server.AdminConnContext // the peer's real SO_PEERCRED
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return path

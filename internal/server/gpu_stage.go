@@ -157,6 +157,9 @@ func (a *admin) stage(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, r, err)
 		return
 	}
+	// Owned before anyone is told its id: from here on only its stager
+	// (or the operator) can list, renew or release it.
+	a.owners.add(lease.ID, peerOf(r), a.opts.Stager.Leases)
 	if r.Context().Err() != nil {
 		// The client left while its lease was being made: nobody will ever
 		// know its id, so nothing would release it before its TTL.
@@ -206,6 +209,7 @@ func writeAnswer(w http.ResponseWriter, v any) error {
 
 // drop releases a lease whose consumer never got it.
 func (a *admin) drop(id, why string) {
+	defer a.owners.forget(id)
 	if err := a.opts.Stager.Release(id); err != nil {
 		a.s.log.Warn("gpu: releasing an undelivered lease", "lease", id, "err", err)
 		return
