@@ -25,6 +25,7 @@ func proxyArgs(cacheDir, upstream, adminListen, store string) []string {
 	args := []string{"serve",
 		"--listen", "127.0.0.1:0",
 		"--admin-listen", adminListen,
+		"--pprof", // procstats counts goroutines from /debug/pprof/goroutine
 		"--upstream", upstream,
 		"--upstream-token", tokProxy,
 		"--cache-dir", cacheDir,

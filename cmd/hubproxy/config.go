@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/bytesize"
+	"github.com/hubproxy/hubproxy/internal/secret"
 )
 
 // Every key is a flag (--cache-dir), an environment variable
@@ -87,6 +89,9 @@ var keyHelp = map[string]string{
 	"stall-timeout":             "an upstream body making no progress this long is abandoned",
 	"metadata-timeout":          "limit for one upstream metadata call (resolve, API headers), retries included",
 	"shutdown-timeout":          "on SIGTERM, how long transfers in flight may finish before they are cut",
+	"request-read-timeout":      "how long a client may take to send a whole request, body included (a paths-info POST), before its connection is closed; 0 = no limit",
+	"max-connections":           "most hub API connections open at once; more wait for one to close; 0 = no cap",
+	"pprof":                     "serve Go profiles (/debug/pprof/) on the admin API; the command line they show has secrets hidden",
 	"tensor-header-cache-bytes": "memory for parsed safetensors headers",
 	"access-log-rate":           "successful request lines logged per second at most (errors always); the rest are counted; 0 = every request",
 	"log-level":                 "debug, info, warn or error",
@@ -225,16 +230,21 @@ func load(fs *pflag.FlagSet) (loaded, error) {
 			continue
 		}
 		if err := assign(k, raw, v.FieldByIndex(k.field)); err != nil {
+			if k.secret { // the parse error would quote the value
+				err = errors.New("not a single text value (the value is a secret, so it is not shown)")
+			}
 			errs = append(errs, fmt.Errorf("%s (from %s): %w", k.name, src, err))
 			continue
 		}
 		l.sources[k.name] = src
 	}
+	// Errors quote the values they refuse, and a URL's value may carry
+	// credentials (http://user:pass@host, ?secret_key=): hide them.
 	if err := errors.Join(errs...); err != nil {
-		return loaded{}, err
+		return loaded{}, secret.Error(err)
 	}
 	l.cfg.CacheDir = expandHome(l.cfg.CacheDir)
-	return l, l.cfg.Validate()
+	return l, secret.Error(l.cfg.Validate())
 }
 
 // fileValues is the config file's keys and where it is.
@@ -478,7 +488,8 @@ func parseList(raw any) ([]string, error) {
 }
 
 // render writes a value the way the config file would: sizes with units,
-// durations in Go form, lists comma-separated, secrets hidden.
+// durations in Go form, lists comma-separated, secrets hidden: a secret key's
+// whole value, and the credentials any other text value's URLs carry.
 func render(k configKey, v reflect.Value, redact bool) string {
 	switch {
 	case k.secret && redact:
@@ -491,7 +502,16 @@ func render(k configKey, v reflect.Value, redact bool) string {
 	case k.kind == kindDuration:
 		return time.Duration(v.Int()).String()
 	case k.kind == kindList:
-		return strings.Join(v.Interface().([]string), ",")
+		list := v.Interface().([]string)
+		if redact {
+			list = slices.Clone(list)
+			for i := range list {
+				list[i] = secret.URL(list[i])
+			}
+		}
+		return strings.Join(list, ",")
+	case k.kind == kindString && redact:
+		return secret.URL(v.String())
 	}
 	return fmt.Sprint(v.Interface())
 }

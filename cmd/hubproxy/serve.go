@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hubproxy/hubproxy/internal/app"
+	"github.com/hubproxy/hubproxy/internal/secret"
 	"github.com/hubproxy/hubproxy/internal/server"
 )
 
@@ -52,27 +53,19 @@ func serve(ctx context.Context, l loaded) error {
 	log.Info("configuration (hubproxy config shows where each key comes from)", l.logAttrs()...)
 	h, err := app.Build(cfg, log)
 	if err != nil {
-		return err
+		return secret.Error(err) // it may quote a configured URL
 	}
 	defer h.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listenMain(cfg, h.Metrics)
 	if err != nil {
 		return err
 	}
 	var inflight atomic.Int64 // requests being served, for the shutdown log
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inflight.Add(1)
-			defer inflight.Add(-1)
-			h.Main.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := newMainServer(cfg, h.Main, &inflight)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("hubproxy serving", "addr", ln.Addr().String(), "upstream", cfg.Upstream, "cache_dir", cfg.CacheDir, "offline", cfg.Offline)
+	log.Info("hubproxy serving", "addr", ln.Addr().String(), "upstream", secret.URL(cfg.Upstream), "cache_dir", cfg.CacheDir, "offline", cfg.Offline,
+		"max_connections", cfg.MaxConnections, "request_read_timeout", cfg.RequestReadTimeout.String())
 	if cfg.AdminListen != "" {
 		aln, err := listenAdmin(cfg.AdminListen)
 		if err != nil {

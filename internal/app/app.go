@@ -75,6 +75,12 @@ type Config struct {
 	MetadataTimeout time.Duration `mapstructure:"metadata-timeout"`
 	// ShutdownTimeout is how long SIGTERM waits for transfers in flight.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
+	// RequestReadTimeout bounds how long a request, headers and body, may
+	// take to arrive (0: no bound); MaxConnections caps the hub API's open
+	// connections (0: no cap). Both keep a slow or hostile client from
+	// holding the server's goroutines and descriptors indefinitely.
+	RequestReadTimeout time.Duration `mapstructure:"request-read-timeout"`
+	MaxConnections     int           `mapstructure:"max-connections"`
 	// HeaderCacheBytes bounds the parsed safetensors headers kept in memory.
 	HeaderCacheBytes int64 `mapstructure:"tensor-header-cache-bytes"`
 	// AccessLogRate bounds the successful request lines logged per second;
@@ -88,6 +94,9 @@ type Config struct {
 	GPUDriverPath        string        `mapstructure:"gpu-driver-path"`
 	GPULeaseTTL          time.Duration `mapstructure:"gpu-lease-ttl"`
 	GPUDeviceBudgetBytes int64         `mapstructure:"gpu-device-budget-bytes"`
+	// Pprof serves Go's profiles on the admin API; off by default, as they
+	// can stall the process and show its internals.
+	Pprof bool `mapstructure:"pprof"`
 
 	// The cluster's shared tier (internal/sharedfill). SharedStore, when
 	// set, is the object store (s3://, file://) the nodes share chunks
@@ -140,6 +149,9 @@ func Defaults() Config {
 		AdminListen:      "unix:///run/hubproxy/admin.sock",
 		GPUDriverPath:    "libcuda.so.1",
 		GPULeaseTTL:      10 * time.Minute,
+
+		RequestReadTimeout: 30 * time.Second,
+		MaxConnections:     4096,
 	}
 }
 
@@ -173,7 +185,7 @@ func (c Config) Validate() error {
 	if c.CacheDir == "" {
 		return errors.New("cache-dir: must be set")
 	}
-	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 || c.HeaderCacheBytes < 0 || c.AccessLogRate < 0 {
+	if c.CacheMaxBytes < 0 || c.MinFreeBytes < 0 || c.BlockSize < 0 || c.ChunkSize < 0 || c.ReadAhead < 0 || c.UpstreamConns < 0 || c.HeaderCacheBytes < 0 || c.AccessLogRate < 0 || c.MaxConnections < 0 {
 		return errors.New("sizes and counts must not be negative")
 	}
 	if c.BlockSize > 0 && c.ChunkSize > 0 && c.ChunkSize < c.BlockSize {
@@ -211,6 +223,9 @@ type Handlers struct {
 	Admin http.Handler
 	// Close releases the cache and any GPU memory.
 	Close func() error
+	// Metrics is the registry /metrics serves, for what the caller adds
+	// around the handlers (the listener's connection counts).
+	Metrics prometheus.Registerer
 }
 
 // Build builds hubproxy from cfg.
@@ -379,8 +394,9 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Stager:  stager,
 		Stats:   func() any { return store.Stats() },
 		OnStage: m.ObserveStage,
+		Pprof:   cfg.Pprof,
 	})
-	return &Handlers{Main: srv, Admin: admin, Close: cleanup.run}, nil
+	return &Handlers{Main: srv, Admin: admin, Close: cleanup.run, Metrics: reg}, nil
 }
 
 // cleanups is a stack of release functions, run last-in first-out: Build

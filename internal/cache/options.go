@@ -20,6 +20,10 @@ type Options struct {
 	MaxFills     int           // global cap on concurrent upstream requests; default 16
 	FillTimeout  time.Duration // per upstream chunk request; default 5 min
 	MaxMetaBytes int64         // bound on cached API documents; default DefaultMaxMetaBytes
+	// MaxNoExist and MaxNoExistPerCommit bound the files and directories
+	// .no_exist markers may take, in all and for one repo's commit;
+	// defaults DefaultMaxNoExist and DefaultMaxNoExistPerCommit (noexist.go).
+	MaxNoExist, MaxNoExistPerCommit int
 	// OpenFiles is how many unreferenced verified blobs keep their file
 	// open for the next reader; default 256, negative for none.
 	OpenFiles int

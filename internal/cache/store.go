@@ -74,6 +74,7 @@ type Store struct {
 
 	lock    *dirLock    // held from Open to Close
 	meta    *metaBudget // keeps .hubproxy/meta bounded
+	marks   markers     // keeps the .no_exist markers bounded (noexist.go)
 	hooks   testHooks   // nil funcs outside tests
 	closeMu sync.RWMutex
 	closed  bool           // guarded by closeMu

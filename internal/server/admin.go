@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/pprof"
 	"os"
 
 	"github.com/go-chi/chi/v5"
@@ -36,6 +35,8 @@ type AdminOptions struct {
 	Stats func() any
 	// OnStage is told the bytes and seconds of each successful staging.
 	OnStage func(bytes int64, seconds float64)
+	// Pprof serves Go's profiles under /debug/pprof/ (config key pprof).
+	Pprof bool
 }
 
 // Admin returns the admin API handler. It shares the server's resolver,
@@ -52,14 +53,9 @@ func (s *Server) Admin(opts AdminOptions) http.Handler {
 	r.Delete("/gpu/leases/{id}", a.release)
 	r.Post("/gpu/leases/{id}/renew", a.renew)
 	r.Get("/cache/stats", a.stats)
-	// Profiles, for finding where time goes under load; never on the
-	// public listener (they can stall the process and reveal internals).
-	r.HandleFunc("/debug/pprof/", pprof.Index)
-	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	r.Handle("/debug/pprof/{profile}", http.HandlerFunc(pprof.Index))
+	if opts.Pprof {
+		routePprof(r)
+	}
 	return r
 }
 

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/hubproxy/hubproxy/internal/secret"
 )
 
 // Location is a parsed shared-store URL.
@@ -162,5 +164,5 @@ func redactRaw(raw string) string {
 		q.Set("endpoint", redactRaw(q.Get("endpoint")))
 		u.RawQuery = q.Encode()
 	}
-	return u.Redacted()
+	return secret.URL(u.Redacted()) // and credentials in the query
 }
