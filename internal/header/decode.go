@@ -21,6 +21,8 @@ package header
 // Repeated tensor names are kept here and refused by the caller after the
 // whole text has parsed, so every JSON error still wins over DuplicateTensor.
 
+import "strconv"
+
 // decoded is the header JSON, before any offset validation.
 type decoded struct {
 	metadata map[string]string
@@ -28,7 +30,9 @@ type decoded struct {
 }
 
 // decodeHeader parses the header text b, which starts at file offset base.
-func decodeHeader(b []byte, base uint64) (*decoded, error) {
+// A tensor entry past maxTensors (when above 0) ends it with
+// HeaderLimitExceeded, so the cap bounds what decoding allocates.
+func decodeHeader(b []byte, base uint64, maxTensors int) (*decoded, error) {
 	s := &scanner{b: b, kind: InvalidHeaderDeserialization, base: base}
 	s.ws()
 	if s.eof() {
@@ -48,6 +52,10 @@ func decodeHeader(b []byte, base uint64) (*decoded, error) {
 			m, err := s.metadata()
 			d.metadata = m
 			return err
+		}
+		if maxTensors > 0 && len(d.tensors) == maxTensors {
+			return formatErr(HeaderLimitExceeded, "", "the header lists more than "+
+				strconv.Itoa(maxTensors)+" tensors, this proxy's limit")
 		}
 		t, err := s.tensor(key)
 		if err != nil {

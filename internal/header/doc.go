@@ -18,7 +18,10 @@
 // first failure decides the ErrorKind (named after the reference's
 // SafeTensorError variants). Deliberate deviations, all stricter:
 //   - a repeated tensor name is DuplicateTensor (the reference keeps the last);
-//   - an operational header cap below the reference's is HeaderLimitExceeded;
+//   - an operational header cap below the reference's is HeaderLimitExceeded,
+//     and so is an operational cap on the number of tensors (the reference
+//     has none), checked as entries are decoded, so a JSON error after the
+//     entry past the cap goes unreported;
 //   - offset sums are checked, not wrapped (same result: MetadataIncompleteBuffer).
 //
 // The serde quirks the reference accepts (a tensor as a 3-element array, a

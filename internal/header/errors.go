@@ -23,7 +23,8 @@ const (
 	// (MaxHeaderSize, the reference's cap).
 	HeaderTooLarge
 	// HeaderLimitExceeded (hubproxy's own): the header is within the
-	// reference's cap but above the operational Options.MaxHeaderSize.
+	// reference's cap but above the operational Options.MaxHeaderSize, or
+	// lists more than Options.MaxTensors tensors.
 	HeaderLimitExceeded
 	// InvalidHeaderLength: 8 + N is beyond the end of the file.
 	InvalidHeaderLength

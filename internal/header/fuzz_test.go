@@ -50,7 +50,7 @@ func FuzzParseText(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var d uint64
-		if dec, err := decodeHeader(text, 8); err == nil {
+		if dec, err := decodeHeader(text, 8, 0); err == nil {
 			for _, tn := range dec.tensors {
 				d = max(d, tn.End)
 			}

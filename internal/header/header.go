@@ -28,6 +28,14 @@ type Options struct {
 	// (huggingface.js and huggingface_hub stop at 25,000,000 when they read
 	// headers remotely; the parsed form costs a few times the header's size.)
 	MaxHeaderSize uint64
+	// MaxTensors is an operational cap on the number of tensors in one
+	// header; zero means no cap, as in the reference. The header's byte
+	// length does not bound its parsed size well on its own: the array
+	// form ["U8",[],[0,0]] spends some 20 bytes of text on a tensor that
+	// costs several times that once parsed. A header with more is
+	// HeaderLimitExceeded, refused as soon as the entry after the cap is
+	// reached, before the rest of the text is decoded.
+	MaxTensors int
 }
 
 // Tensor is one validated entry of a header.
@@ -152,7 +160,7 @@ func Parse(r io.ReaderAt, size int64, opts Options) (*Header, error) {
 	if err := readFull(r, buf, PrefixSize); err != nil {
 		return nil, err
 	}
-	return parseHeader(buf, uint64(size))
+	return parseHeader(buf, uint64(size), opts.MaxTensors)
 }
 
 // readFull fills p from r at off. io.ReaderAt may return io.EOF together with
@@ -169,15 +177,15 @@ func readFull(r io.ReaderAt, p []byte, off int64) error {
 }
 
 // parseHeader runs checks 4 to 8 on the header text (N = len(text)) of a file
-// of size bytes.
-func parseHeader(text []byte, size uint64) (*Header, error) {
+// of size bytes, refusing more than maxTensors tensors (0: any number).
+func parseHeader(text []byte, size uint64, maxTensors int) (*Header, error) {
 	n := uint64(len(text))
 	// 4: strict UTF-8 before any JSON, as Rust's str::from_utf8.
 	if !utf8.Valid(text) {
 		return nil, formatErr(InvalidHeader, "", "at byte "+strconv.Itoa(PrefixSize+firstInvalidUTF8(text)))
 	}
 	// 5: the JSON.
-	d, err := decodeHeader(text, PrefixSize)
+	d, err := decodeHeader(text, PrefixSize, maxTensors)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package header
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -181,6 +183,30 @@ func TestOptionsLimit(t *testing.T) {
 	checkErr(t, err, HeaderTooLarge, "")
 	_, err = HeaderLen(rawFile(11, nil), Options{MaxHeaderSize: 10})
 	checkErr(t, err, HeaderLimitExceeded, "")
+}
+
+// MaxTensors refuses a header with one tensor too many as soon as the entry
+// past the cap is met: even a JSON error after it is not reached, which shows
+// the rest of the text was never decoded.
+func TestOptionsMaxTensors(t *testing.T) {
+	var entries []string
+	for i := range 5 {
+		entries = append(entries, tj(fmt.Sprintf("t%d", i), "U8", u(1), uint64(i), uint64(i+1)))
+	}
+	b := file(obj(entries...), 5)
+	for _, c := range []struct {
+		limit int
+		want  ErrorKind
+	}{{0, 0}, {5, 0}, {6, 0}, {4, HeaderLimitExceeded}, {1, HeaderLimitExceeded}} {
+		_, err := Parse(bytes.NewReader(b), int64(len(b)), Options{MaxTensors: c.limit})
+		checkErr(t, err, c.want, "")
+	}
+	broken := file(obj(append(entries[:2:2], `"bad":`)...), 2)
+	_, err := Parse(bytes.NewReader(broken), int64(len(broken)), Options{MaxTensors: 2})
+	checkErr(t, err, HeaderLimitExceeded, "")
+	if !strings.Contains(err.Error(), "more than 2 tensors") {
+		t.Errorf("message %q does not say what the limit is", err)
+	}
 }
 
 func TestHeaderLen(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
@@ -25,6 +26,8 @@ type httpError struct {
 	code   string // X-Error-Code; the hub's vocabulary
 	msg    string
 	commit string // X-Repo-Commit, set on a missing file so clients cache the miss
+	// contentRange is Content-Range, "bytes */size" on a 416 (RFC 9110 §15.5.17).
+	contentRange string
 }
 
 // errorRule maps one kind of error to its answer: the first rule whose
@@ -79,6 +82,12 @@ var errorRules = []errorRule{
 		return errors.Is(err, gpu.ErrBudget) || errors.As(err, &drv) && drv.Code == 2 // CUDA_ERROR_OUT_OF_MEMORY
 	}, status: http.StatusInsufficientStorage, code: "GPUMemory", answer: message},
 	{name: "GPU driver", match: as[*gpu.DriverError], status: http.StatusInternalServerError, code: "GPUDriver", answer: message},
+	{name: "too many ranges", match: as[*rangeLimitError], status: http.StatusRequestedRangeNotSatisfiable,
+		answer: func(err error) httpError {
+			var re *rangeLimitError
+			errors.As(err, &re)
+			return httpError{msg: re.Error(), contentRange: "bytes */" + strconv.FormatInt(re.size, 10)}
+		}},
 	{name: "no route", match: is(errNoRoute), status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"},
 	{name: "hub refusal", match: func(err error) bool {
 		var se *fetch.StatusError
@@ -165,6 +174,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("X-Error-Message", oneLine(he.msg))
 	if he.commit != "" {
 		h.Set("X-Repo-Commit", he.commit)
+	}
+	if he.contentRange != "" {
+		h.Set("Content-Range", he.contentRange)
 	}
 	var me *methodError
 	if errors.As(err, &me) {

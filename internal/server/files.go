@@ -82,6 +82,9 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.Fil
 		r.Header.Del("Range")
 		w.Header().Set("Content-Range", "bytes */0")
 	}
+	if !s.limitRanges(w, r, m.Size, f.Complete()) {
+		return // more ranges than a cold file is served for
+	}
 	rng := parseRange(r.Header.Get("Range"), m.Size)
 	if f.Complete() {
 		if rng.whole || rng.single {

@@ -19,8 +19,6 @@ import (
 	"sort"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/hubproxy/hubproxy/internal/header"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
@@ -57,8 +55,17 @@ type Options struct {
 	// (huggingface_hub reads 100,000 bytes; larger headers take a second
 	// read of exactly the rest).
 	SpeculativeRead int64
-	// MaxHeaderSize caps accepted headers; default the reference's 100 MB.
+	// MaxHeaderSize caps accepted headers. Default DefaultMaxHeaderSize,
+	// well below the reference's 100 MB: a parse costs several times its
+	// header at the peak, and a 50 MB header once cost 570 MB to list.
 	MaxHeaderSize uint64
+	// MaxTensors caps the tensors of one header. Default DefaultMaxTensors.
+	MaxTensors int
+	// ParseBudget bounds the header bytes parsed at once, by all requests
+	// together (see parseBudget); a parse waits for its share with its
+	// context, and a header larger than the whole budget is refused.
+	// Default DefaultParseBudget.
+	ParseBudget int64
 	// HeaderCacheBytes bounds the parsed-header cache by the heap its
 	// headers hold, as headerCost estimates it, rather than by their number:
 	// a parsed header holds nearly twice its JSON length (a 23 MB header of
@@ -85,19 +92,48 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// The operational limits on headers, below the reference reader's.
+const (
+	// DefaultMaxHeaderSize: 16 MiB holds some 150,000 tensor entries
+	// written as writers write them (about 110 bytes each), more than any
+	// published checkpoint puts in one file; huggingface_hub and
+	// huggingface.js read at most 25,000,000 bytes remotely.
+	DefaultMaxHeaderSize = 16 << 20
+	// DefaultMaxTensors: the largest published checkpoints have tens of
+	// thousands of tensors in all (DeepSeek-V3's 163 shards some 91,000,
+	// a few thousand per shard), so 200,000 in one header is headroom even
+	// for a merged single file, while it bounds the parsed form of a
+	// header that packs tiny entries (some 20 bytes each in the array form)
+	// into its 16 MiB.
+	DefaultMaxTensors = 200_000
+	// DefaultParseBudget: two maximal headers, or many ordinary ones, at
+	// once.
+	DefaultParseBudget = 2 * DefaultMaxHeaderSize
+)
+
 // Service answers tensor questions about repos. Safe for concurrent use.
 type Service struct {
 	files   Files
 	opts    Options
 	log     *slog.Logger
 	headers *costLRU[string, *header.Header] // file ETag → parsed header
-	group   singleflight.Group
+	flights flightGroup
+	budget  *parseBudget
 }
 
 // New returns a Service reading files through files.
 func New(files Files, opts Options) *Service {
 	if opts.SpeculativeRead <= 0 {
 		opts.SpeculativeRead = 64 << 10
+	}
+	if opts.MaxHeaderSize == 0 {
+		opts.MaxHeaderSize = DefaultMaxHeaderSize
+	}
+	if opts.MaxTensors <= 0 {
+		opts.MaxTensors = DefaultMaxTensors
+	}
+	if opts.ParseBudget <= 0 {
+		opts.ParseBudget = DefaultParseBudget
 	}
 	if opts.HeaderCacheBytes <= 0 {
 		opts.HeaderCacheBytes = 64 << 20
@@ -117,7 +153,8 @@ func New(files Files, opts Options) *Service {
 	if opts.Observe == nil {
 		opts.Observe = func(string) {}
 	}
-	return &Service{files: files, opts: opts, log: opts.Logger, headers: newCostLRU[string, *header.Header](opts.HeaderCacheBytes)}
+	return &Service{files: files, opts: opts, log: opts.Logger, headers: newCostLRU[string, *header.Header](opts.HeaderCacheBytes),
+		budget: newParseBudget(opts.ParseBudget)}
 }
 
 // File is one safetensors file of a repo with its parsed header.
@@ -159,46 +196,47 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 	}
 	// Parsing is shared by concurrent callers of the same content; every
 	// caller has already passed its own access check in Open. The shared
-	// read opens its own blob on a detached context: the caller that starts
-	// it may leave, and its blob with it, while others still wait. It also
-	// caches what it parsed, so the cost is reckoned once per parse, not
-	// once per waiting caller.
-	ch := s.group.DoChan(info.ETag, func() (any, error) {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), headerReadTimeout)
-		defer cancel()
+	// read opens its own blob on a context of its own: the caller that
+	// starts it may leave, and its blob with it, while others still wait
+	// (when all have left, it stops). It also caches what it parsed, so the
+	// cost is reckoned once per parse, not once per waiting caller.
+	h, err := s.flights.do(ctx, info.ETag, headerReadTimeout, func(fctx context.Context) (*header.Header, error) {
 		_, own, err := s.files.Open(fctx, auth, repo, info.Commit, p)
 		if err != nil {
 			return nil, err
 		}
 		defer own.Close()
-		h, err := s.readHeader(own, info.Size)
+		h, err := s.readHeader(fctx, own, info.Size)
 		if err != nil {
 			return nil, err
 		}
 		s.headers.Add(info.ETag, h, headerCost(h)+int64(len(info.ETag)))
 		return h, nil
 	})
-	select {
-	case <-ctx.Done():
-		return File{}, ctx.Err()
-	case res := <-ch:
-		if res.Err != nil {
-			var fe *header.FormatError
-			if errors.As(res.Err, &fe) {
-				s.opts.Observe("invalid")
-				return File{}, &FileError{Path: p, Err: res.Err}
-			}
-			// Not the file's fault (upstream down, a fill failed): keep
-			// the cause's own type for the error mapping.
-			return File{}, fmt.Errorf("reading the header of %s: %w", p, res.Err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return File{}, ctx.Err()
 		}
-		s.opts.Observe("parsed")
-		return File{FileInfo: info, Header: res.Val.(*header.Header)}, nil
+		var fe *header.FormatError
+		if errors.As(err, &fe) {
+			s.opts.Observe("invalid")
+			return File{}, &FileError{Path: p, Err: err}
+		}
+		// Not the file's fault (upstream down, a fill failed): keep the
+		// cause's own type for the error mapping.
+		return File{}, fmt.Errorf("reading the header of %s: %w", p, err)
 	}
+	s.opts.Observe("parsed")
+	return File{FileInfo: info, Header: h}, nil
 }
 
-func (s *Service) readHeader(blob Blob, size int64) (*header.Header, error) {
-	opts := header.Options{MaxHeaderSize: s.opts.MaxHeaderSize}
+// readHeader reads and parses the header of a file of size bytes: one
+// speculative read, then, for a larger header, one read of the rest. The
+// header's length is checked against the limits before anything more is
+// read, and the parse holds its length of the parse budget while the
+// header is read whole and parsed.
+func (s *Service) readHeader(ctx context.Context, blob Blob, size int64) (*header.Header, error) {
+	opts := header.Options{MaxHeaderSize: s.opts.MaxHeaderSize, MaxTensors: s.opts.MaxTensors}
 	spec := min(s.opts.SpeculativeRead, size)
 	if spec < header.PrefixSize {
 		return nil, &header.FormatError{Kind: header.HeaderTooSmall, Reason: fmt.Sprintf("the file is %d bytes long", size)}
@@ -212,8 +250,18 @@ func (s *Service) readHeader(blob Blob, size int64) (*header.Header, error) {
 	if err != nil {
 		return nil, err
 	}
+	end := header.PrefixSize + n
+	if end > uint64(size) {
+		// Parse refuses it (InvalidHeaderLength) without allocating.
+		return header.Parse(bytesReaderAt(buf), size, opts)
+	}
+	release, err := s.budget.acquire(ctx, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var r io.ReaderAt = bytesReaderAt(buf)
-	if end := header.PrefixSize + n; end > uint64(spec) && end <= uint64(size) {
+	if end > uint64(spec) {
 		// The rest of the header, in one request.
 		blob.Expect(spec, int64(end))
 		r = blob

@@ -198,16 +198,16 @@ func TestListShardedRepo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Index != "model.safetensors.index.json" || len(got.Files) != shards || got.Totals.Tensors != shards*perShard {
+		if got.Index != "model.safetensors.index.json" || len(got.Files) != shards || got.Totals().Tensors != shards*perShard {
 			t.Fatalf("round %d: index %q, %d files, %d tensors; want %d files, %d tensors",
-				round, got.Index, len(got.Files), got.Totals.Tensors, shards, shards*perShard)
+				round, got.Index, len(got.Files), got.Totals().Tensors, shards, shards*perShard)
 		}
 		for i, f := range got.Files {
 			if want := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, shards); f.Path != want {
 				t.Fatalf("file %d is %s, want %s", i, f.Path, want)
 			}
 		}
-		for i, e := range got.Tensors {
+		for i, e := range decodeListing(t, got).Tensors {
 			if want := fmt.Sprintf("model.layers.%d.weight", i); e.Name != want || e.File != got.Files[i/perShard].Path || e.Length != 16 {
 				t.Fatalf("tensor %d is %+v, want %s in %s", i, e, want, got.Files[i/perShard].Path)
 			}
