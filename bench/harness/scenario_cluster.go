@@ -82,6 +82,9 @@ func (b *bench) cluster(ctx context.Context) (*Cluster, error) {
 	}}, nil
 }
 
+// benchStoreSecret is the shared-store secret of the bench's nodes.
+const benchStoreSecret = "hubproxy-bench-store-secret-0123456789"
+
 // clusterRun is one repetition of one tier: it starts the store and the
 // nodes, runs every client at once, checks every node cached the file and
 // records the figures; it stops everything it started before returning.
@@ -101,6 +104,10 @@ func (b *bench) clusterRun(ctx context.Context, tier string, rep int, f modelFil
 		}
 		defer os.RemoveAll(dir)
 		args = []string{"--shared-store", "file://" + dir}
+	}
+	if args != nil {
+		// The nodes' common secret, which seals the chunks they share.
+		args = append(args, "--shared-store-secret", benchStoreSecret)
 	}
 	n, m := b.cfg.ClusterNodes, b.cfg.ClusterClients
 	perNode := m

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,7 +37,8 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 	want := sha256.Sum256(data)
 	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/kill", Files: []hubtest.File{{Path: "w.safetensors", Data: data}}})
 	args := []string{"--upstream", h.URL, "--chunk-size", "1MiB", "--cache-min-free-bytes", "0",
-		"--shared-store", m.URL("kill"), "--shared-store-lease", "1s", "--admin-listen", ""}
+		"--shared-store", m.URL("kill"), "--shared-store-lease", "1s", "--admin-listen", "",
+		"--shared-store-secret-file", secretFile(t)}
 	url := "/org/kill/resolve/main/w.safetensors"
 
 	addrA, a := startNode(t, bin, m.Env(), args)
@@ -48,7 +50,7 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 	// A has claimed chunks and is fetching them.
 	claims := func() int {
 		out, err := m.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{
-			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/v2/claims/")})
+			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/v3/claims/")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,4 +138,14 @@ func scrape(t *testing.T, url, series string) float64 {
 	}
 	t.Fatalf("%s: no %s", url, series)
 	return 0
+}
+
+// secretFile writes a shared-store secret for the test's nodes.
+func secretFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "store-secret")
+	if err := os.WriteFile(p, []byte("cmd-cluster-test-secret-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -56,7 +56,7 @@ type configKey struct {
 }
 
 // secretKeys hold credentials.
-var secretKeys = map[string]bool{"upstream-token": true}
+var secretKeys = map[string]bool{"upstream-token": true, "shared-store-secret": true}
 
 // keyHelp is each key's one-line flag usage; configs/hubproxy.yaml has the
 // full story.
@@ -80,6 +80,8 @@ var keyHelp = map[string]string{
 	"upstream-parallelism":      "concurrent upstream range requests, across all files",
 	"shared-store":              "object store the cluster's nodes share chunks through, each fetched upstream once: s3://BUCKET[/PREFIX][?endpoint=URL&region=R&use_path_style=true] or file:///DIR; empty: none",
 	"shared-store-lease":        "a chunk claim its node stops renewing for this long is taken over by another node",
+	"shared-store-secret-file":  "file holding the cluster's secret (32+ bytes; the same on every node) that seals chunks in the shared store: head -c 32 /dev/urandom | base64 > FILE",
+	"shared-store-secret":       "the cluster's shared-store secret itself, for development (prefer shared-store-secret-file)",
 	"revision-ttl":              "how long a branch or tag stays mapped to a commit",
 	"access-ttl":                "how long a token's access decision from upstream is reused (revocation delay)",
 	"public-ttl":                "how long upstream's word that a repo or file is public is trusted while upstream is unavailable",

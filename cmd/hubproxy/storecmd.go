@@ -30,7 +30,8 @@ func newCacheStoreCmd() *cobra.Command {
 		Long: `store works on the shared store directly (--shared-store, HUBPROXY_SHARED_STORE or
 the config file; S3 credentials from the usual AWS variables). ls and du only
 read; prune deletes whole files' chunks, which nodes fetch again from upstream
-when next asked.`,
+when next asked, and the objects of older store layouts. None of them checks
+chunks' seals, so none needs the cluster's shared-store secret.`,
 	}
 	cmd.AddCommand(newStoreLsCmd(), newStoreDuCmd(), newStorePruneCmd())
 	return cmd
@@ -116,6 +117,10 @@ func newStoreDuCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s in %s of %s (%s)\n", size(inv.Bytes()), plural(chunks, "chunk"), plural(len(inv.Files), "file"), s)
 			fmt.Fprintf(out, "%s in flight or left by nodes that died (%d older than an hour)\n", plural(inv.Claims, "claim"), inv.StaleClaims)
+			if inv.Old > 0 {
+				fmt.Fprintf(out, "%s in %s of older layouts (v1/, v2/), which no node reads: prune deletes them\n",
+					size(inv.OldBytes), plural(inv.Old, "object"))
+			}
 			return nil
 		},
 	}
@@ -135,7 +140,8 @@ func newStorePruneCmd() *cobra.Command {
 		Long: `prune removes whole files' chunks from the shared store. Object stores keep no
 access time, so files go by when their newest chunk was put: those older than
 --older-than, then the oldest until the rest fit in --max-bytes. Claims left by
-nodes that died (older than an hour) go too. Files of pinned repos are kept:
+nodes that died (older than an hour) go too, and so does every object of an
+older store layout (v1/, v2/), which no node reads. Files of pinned repos are kept:
 the store knows files only by content hash, so pins are resolved through this
 node's cache directory (--cache-dir), which must hold the pinned models; run
 prune on a node that has them. Nodes fetch a pruned file from
@@ -214,6 +220,9 @@ func printStorePrune(w io.Writer, rep sharedfill.PruneReport, o sharedfill.Prune
 		fmt.Fprintf(w, " (target %s)", bytesize.Human(o.MaxBytes))
 	}
 	fmt.Fprintf(w, "; %s %s\n", verb, plural(rep.Claims, "stale claim"))
+	if rep.Old > 0 {
+		fmt.Fprintf(w, "%s %s (%s) of older layouts, which no node reads\n", verb, plural(rep.Old, "object"), bytesize.Human(rep.OldBytes))
+	}
 	if rep.Over {
 		fmt.Fprintln(w, "still over the target")
 	}

@@ -25,7 +25,8 @@ func TestCacheStoreCommands(t *testing.T) {
 	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/st", Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	store := "file://" + t.TempDir()
 	cacheDir := t.TempDir()
-	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: cacheDir, SharedStore: store, ChunkSize: 1 << 20}, nil)
+	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: cacheDir, SharedStore: store, ChunkSize: 1 << 20,
+		SharedStoreSecret: "storecmd-test-secret-0123456789abcdef"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,13 +38,19 @@ func TestCacheStoreCommands(t *testing.T) {
 		t.Fatalf("GET: %v", err)
 	}
 
+	// An object of an older layout, as a node of an older version left it.
+	storeDir := strings.TrimPrefix(store, "file://")
+	writeTestFile(t, filepath.Join(storeDir, "v2", "chunks", etag, "1048576", "0"), make([]byte, 1000))
+
+	// None of the commands is given the cluster's secret: none needs it.
 	out, err := runCmd(t, "cache", "store", "ls", "--shared-store", store)
 	if err != nil || !regexp.MustCompile(etag+`\s+4\s+3\.00 MiB`).MatchString(out) {
 		t.Fatalf("store ls: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "cache", "store", "du", "--shared-store", store, "--bytes")
-	// The objects' bytes: the file's, and each chunk's 32-byte digest.
-	if err != nil || !strings.Contains(out, "3145861 in 4 chunks of 1 file") || !strings.Contains(out, "0 claims") {
+	// The objects' bytes: the file's, and each chunk's 40-byte seal.
+	if err != nil || !strings.Contains(out, "3145893 in 4 chunks of 1 file") || !strings.Contains(out, "0 claims") ||
+		!strings.Contains(out, "1000 in 1 object of older layouts") {
 		t.Fatalf("store du: %v\n%s", err, out)
 	}
 	if _, err := runCmd(t, "cache", "store", "prune", "--shared-store", store); err == nil {
@@ -58,7 +65,8 @@ func TestCacheStoreCommands(t *testing.T) {
 		t.Fatalf("pin: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "cache", "store", "prune", "--shared-store", store, "--cache-dir", cacheDir, "--older-than", "0s")
-	if err != nil || !strings.Contains(out, "keeping 1 file of pinned repos") || !strings.Contains(out, "removed 0 files") {
+	if err != nil || !strings.Contains(out, "keeping 1 file of pinned repos") || !strings.Contains(out, "removed 0 files") ||
+		!strings.Contains(out, "removed 1 object (1000 B) of older layouts") {
 		t.Fatalf("prune of a pinned file: %v\n%s", err, out)
 	}
 	if out, err := runCmd(t, "cache", "store", "prune", "--shared-store", store, "--cache-dir", t.TempDir(), "--older-than", "0s", "--config", pinsConfig(t)); err == nil {
@@ -80,6 +88,16 @@ func TestCacheStoreCommands(t *testing.T) {
 	}
 	if _, err := runCmd(t, "cache", "store", "ls", "--shared-store", "gs://x"); err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Errorf("ls of a gs:// store: %v", err)
+	}
+}
+
+func writeTestFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -105,6 +105,13 @@ type Config struct {
 	// unrenewed before another node takes the chunk over.
 	SharedStore      string        `mapstructure:"shared-store"`
 	SharedStoreLease time.Duration `mapstructure:"shared-store-lease"`
+	// SharedStoreSecretFile names a file holding the cluster's secret,
+	// which seals the chunks nodes put in the store so that no one who
+	// can merely write the store can make a node serve bytes (shared.go);
+	// SharedStoreSecret is the secret itself (for development). A store
+	// needs exactly one of them, the same on every node.
+	SharedStoreSecretFile string `mapstructure:"shared-store-secret-file"`
+	SharedStoreSecret     string `mapstructure:"shared-store-secret"`
 
 	// Transport overrides the upstream HTTP transport (tests).
 	Transport http.RoundTripper `mapstructure:"-"`

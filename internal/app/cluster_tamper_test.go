@@ -28,10 +28,10 @@ func tamperSetup(t *testing.T, c *cluster, id string) (data []byte, path, key st
 	readAll(t, []*node{c.node(nil)}, 1, path, data)
 	etag := sum(data)
 	waitFor(t, func() bool {
-		out, err := c.minio.Client().ListObjectsV2(context.Background(), listInput("cluster/v2/chunks/"+etag+"/"))
+		out, err := c.minio.Client().ListObjectsV2(context.Background(), listInput("cluster/v3/chunks/"+etag+"/"))
 		return err == nil && len(out.Contents) == 6
 	})
-	key = fmt.Sprintf("cluster/v2/chunks/%s/%d/3", etag, clusterChunk)
+	key = fmt.Sprintf("cluster/v3/chunks/%s/%d/3", etag, clusterChunk)
 	return data, path, key, getObject(t, c.minio, key)
 }
 

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,11 +32,15 @@ import (
 const clusterChunk = 1 << 20
 
 type cluster struct {
-	t     *testing.T
-	hub   *hubtest.Hub
-	store string // shared-store URL
-	minio *miniotest.Server
+	t          *testing.T
+	hub        *hubtest.Hub
+	store      string // shared-store URL
+	secretFile string // the cluster's shared-store-secret-file
+	minio      *miniotest.Server
 }
+
+// clusterSecret is the test clusters' shared-store secret.
+const clusterSecret = "cluster-test-secret-0123456789abcdef"
 
 type node struct {
 	url string
@@ -44,7 +50,10 @@ type node struct {
 
 // newCluster starts a hub and a store: "s3" (MinIO) or "file".
 func newCluster(t *testing.T, backend string, opts hubtest.Options) *cluster {
-	c := &cluster{t: t, hub: hubtest.NewT(t, opts)}
+	c := &cluster{t: t, hub: hubtest.NewT(t, opts), secretFile: filepath.Join(t.TempDir(), "store-secret")}
+	if err := os.WriteFile(c.secretFile, []byte(clusterSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	switch backend {
 	case "s3":
 		c.minio = miniotest.Start(t)
@@ -61,8 +70,7 @@ func newCluster(t *testing.T, backend string, opts hubtest.Options) *cluster {
 func (c *cluster) node(tweak func(*app.Config)) *node {
 	c.t.Helper()
 	n := &node{dir: c.t.TempDir()}
-	cfg := app.Config{Upstream: c.hub.URL, CacheDir: n.dir, SharedStore: c.store,
-		ChunkSize: clusterChunk}
+	cfg := c.config(n.dir)
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -74,6 +82,12 @@ func (c *cluster) node(tweak func(*app.Config)) *node {
 	n.url, n.h = srv.URL, h
 	c.t.Cleanup(func() { srv.Close(); h.Close() })
 	return n
+}
+
+// config is a node's configuration, caching in dir.
+func (c *cluster) config(dir string) app.Config {
+	return app.Config{Upstream: c.hub.URL, CacheDir: dir, SharedStore: c.store,
+		SharedStoreSecretFile: c.secretFile, ChunkSize: clusterChunk}
 }
 
 // get fetches path from the node and returns the status and body.

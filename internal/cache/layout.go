@@ -95,7 +95,7 @@ func validFile(f File) error {
 // renames it onto name, then fsyncs name's directory. Readers see either the
 // old content or the new, never a torn write.
 func writeFileAtomic(tmpDir, name string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(name), dirMode); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(tmpDir, "w-*")
@@ -111,7 +111,7 @@ func writeFileAtomic(tmpDir, name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp, 0o644)
+		err = os.Chmod(tmp, fileMode)
 	}
 	if err == nil {
 		err = os.Rename(tmp, name)
@@ -146,7 +146,7 @@ func (p paths) ensureSymlink(r hub.Repo, commit, path, etag string) error {
 	if got, err := os.Readlink(name); err == nil && got == want {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(name), dirMode); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(p.tmp(), "l-*")

@@ -20,10 +20,10 @@ type dirLock struct{ f *os.File }
 
 func lockDir(dir string) (*dirLock, error) {
 	p := filepath.Join(paths{root: dir}.state(), "lock")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), dirMode); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}

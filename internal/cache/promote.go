@@ -100,7 +100,7 @@ func (s *Store) commitBlob(it *item, file *os.File) error {
 		return err
 	}
 	dir := filepath.Dir(it.blobPath)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return err
 	}
 	if err := os.Rename(it.dataPath, it.blobPath); err != nil {

@@ -105,7 +105,7 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 	}
 	p := paths{root: opts.Dir}
 	for _, d := range []string{p.root, p.partial(), p.meta(), p.tmp()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, dirMode); err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
 	}
@@ -113,6 +113,7 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	tightenModes(p.root)
 	if err := checkVersion(p); err != nil {
 		lock.unlock()
 		return nil, err
@@ -335,7 +336,7 @@ func (s *Store) openFile(it *item, f File) (*os.File, error) {
 			}
 			it.file = file
 		} else {
-			file, err := os.OpenFile(it.dataPath, os.O_RDWR|os.O_CREATE, 0o644)
+			file, err := os.OpenFile(it.dataPath, os.O_RDWR|os.O_CREATE, fileMode)
 			if err != nil {
 				it.mu.Unlock()
 				return nil, err

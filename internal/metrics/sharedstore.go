@@ -7,6 +7,9 @@ var (
 	StoreOps     = []string{"get", "create", "put", "stat", "list", "delete"}
 	StoreResults = []string{"ok", "not_found", "exists", "error"}
 	ClaimResults = []string{"won", "waited", "taken_over"}
+	// RejectReasons are why chunk objects read from the store were
+	// rejected (sharedfill.Reject*).
+	RejectReasons = []string{"mac", "other_secret", "size", "unreadable"}
 )
 
 // SharedStore counts a node's traffic with the cluster's shared store
@@ -17,6 +20,7 @@ type SharedStore struct {
 	bytes    *prometheus.CounterVec // direction: read, written
 	errors   *prometheus.CounterVec // op
 	claims   *prometheus.CounterVec // result
+	rejected *prometheus.CounterVec // reason
 }
 
 // RegisterSharedStore registers the shared-store metrics, and
@@ -39,6 +43,10 @@ func RegisterSharedStore(reg prometheus.Registerer, up func() bool) *SharedStore
 			Namespace: namespace, Name: "store_claims_total",
 			Help: "Chunks missing from the shared store, by how this node got them: won (fetched it from upstream for the cluster), waited (another node did), taken_over (its owner went silent).",
 		}, []string{"result"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_chunks_rejected_total",
+			Help: "Chunk objects read from the shared store that were not served but deleted and fetched anew, by reason: mac (forged, copied or corrupt), other_secret (sealed under another shared-store secret: this node's or theirs is wrong), size, unreadable.",
+		}, []string{"reason"}),
 	}
 	for _, op := range StoreOps {
 		for _, r := range StoreResults {
@@ -51,7 +59,10 @@ func RegisterSharedStore(reg prometheus.Registerer, up func() bool) *SharedStore
 	for _, r := range ClaimResults {
 		m.claims.WithLabelValues(r)
 	}
-	reg.MustRegister(m.requests, m.bytes, m.errors, m.claims,
+	for _, r := range RejectReasons {
+		m.rejected.WithLabelValues(r)
+	}
+	reg.MustRegister(m.requests, m.bytes, m.errors, m.claims, m.rejected,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "store_up",
 			Help: "1 while the shared store answers, 0 while this node serves around it from upstream."},
 			func() float64 {
@@ -81,3 +92,6 @@ func (m *SharedStore) ObserveOp(op, result string, bytes int64) {
 
 // ObserveClaim counts how one chunk's claim ended.
 func (m *SharedStore) ObserveClaim(result string) { m.claims.WithLabelValues(result).Inc() }
+
+// ObserveReject counts one chunk object rejected, and why.
+func (m *SharedStore) ObserveReject(reason string) { m.rejected.WithLabelValues(reason).Inc() }

@@ -1,9 +1,7 @@
 package sharedfill
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -13,36 +11,17 @@ import (
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
 
-// A chunk object is the chunk's bytes followed by their sha256, as the node
-// that fetched them from upstream computed it. The cache verifies a file's
-// content hash only once the whole file is present, but it hands out the
-// bytes of a partial file to range readers as they arrive: without a check
-// per chunk, an object changed in the store (a tool or a node writing
-// garbage, a torn or rotted copy) would reach range, tensor and shard readers
-// on every node, for as long as nobody happened to read the whole file. With
-// it, a chunk is served only as it left upstream, and a wrong object is
-// deleted and fetched anew at once. (Bytes a node got wrong from upstream
-// itself still carry a matching digest; those are caught by the file's hash,
-// as before.)
-const digestLen = sha256.Size
-
-// seal appends the digest of buf to it: the object to put for a chunk.
-// Callers allocate buf with room for it, so this does not copy the chunk.
-func seal(buf []byte) []byte {
-	sum := sha256.Sum256(buf)
-	return append(buf, sum[:]...)
-}
-
-// unseal returns the chunk an object of a chunk of size bytes holds, or
-// false if the object is not that chunk as its fetcher put it.
-func unseal(obj []byte, size int64) ([]byte, bool) {
-	if int64(len(obj)) != size+digestLen {
-		return nil, false
-	}
-	data, sum := obj[:size], obj[size:]
-	want := sha256.Sum256(data)
-	return data, bytes.Equal(sum, want[:])
-}
+// Every chunk is read from the store whole and unsealed (seal.go) before
+// any byte of it is handed on. The cache verifies a file's content hash
+// only once the whole file is present, but it hands out the bytes of a
+// partial file to range readers as they arrive: without a check per chunk,
+// an object changed in the store (by a tool or a node writing garbage, a
+// torn or rotted copy, or anyone who can write the bucket) would reach
+// range, tensor and shard readers on every node, for as long as nobody
+// happened to read the whole file. With it, a chunk is served only as a
+// holder of the cluster's secret put it, and a wrong object is deleted and
+// fetched anew at once. (Bytes a node got wrong from upstream itself are
+// sealed like any others; those are caught by the file's hash, as before.)
 
 var (
 	// errWrongSize: the object is not the size a chunk's object must be.
@@ -53,35 +32,70 @@ var (
 	errUnreadable = errors.New("sharedfill: the store keeps failing to return an object it says it has")
 )
 
+// Why chunk objects are rejected, for metrics (Options.OnReject).
+const (
+	RejectMAC         = "mac"          // the tag is wrong: forged, copied from another chunk, or corrupt
+	RejectOtherSecret = "other_secret" // sealed under a secret other than this node's
+	RejectSize        = "size"         // not the size the chunk's object must be
+	RejectUnreadable  = "unreadable"   // the store keeps failing to return it
+)
+
 // readChunk reads the object of chunk id whole and returns the chunk's size
 // bytes. A chunk not in the store is sharedstore.ErrNotFound, and so is one
-// whose object is wrong (the wrong size, bytes that do not match its digest,
-// or an object the store cannot return), which is deleted so that the chunk
-// is claimed, fetched and put anew. Any other error is the store failing.
+// whose object is wrong (the wrong size, a tag that fails under this node's
+// secret, or an object the store cannot return), which is deleted so that
+// the chunk is claimed, fetched and put anew. Any other error is the store
+// failing.
 func (o *Origin) readChunk(ctx context.Context, id chunkID, size int64) ([]byte, error) {
-	key := o.s.chunkKey(id)
-	obj, err := o.s.readObject(ctx, key, size+digestLen)
+	s := o.s
+	key := s.chunkKey(id)
+	obj, err := s.readObject(ctx, key, size+trailerLen)
+	var (
+		v     verdict
+		other string
+	)
 	if err == nil {
-		if data, ok := unseal(obj, size); ok {
+		var data []byte
+		if data, v, other = s.seal.unseal(id, s.opts.ChunkSize, size, obj); v == sealOK {
 			return data, nil
 		}
 	}
-	var msg string
+	// The messages are the ones earlier layouts logged, which the soak's
+	// ledger knows (soak/storelog.go); reason says which seal failed.
+	var msg, reason string
 	switch {
+	case err == nil && v == sealOtherSecret:
+		msg, reason = "shared store: chunk object does not match its digest; deleting it", RejectOtherSecret
+		s.warnOtherSecret(other)
+	case err == nil && v == sealBadSize:
+		msg, reason = "shared store: chunk object has the wrong size; deleting it", RejectSize
 	case err == nil:
-		msg = "shared store: chunk object does not match its digest; deleting it"
+		msg, reason = "shared store: chunk object does not match its digest; deleting it", RejectMAC
 	case errors.Is(err, errWrongSize):
-		msg = "shared store: chunk object has the wrong size; deleting it"
+		msg, reason = "shared store: chunk object has the wrong size; deleting it", RejectSize
 	case errors.Is(err, errUnreadable):
-		msg = "shared store: chunk object cannot be read back; deleting it"
+		msg, reason = "shared store: chunk object cannot be read back; deleting it", RejectUnreadable
 	default:
 		return nil, err
 	}
-	o.s.log.Warn(msg, "key", key, "err", err)
-	dctx, cancel := o.s.opCtx(context.WithoutCancel(ctx))
-	o.s.observe(dctx, o.s.objs.Delete(dctx, key))
+	s.opts.OnReject(reason)
+	s.log.Warn(msg, "key", key, "reason", reason, "err", err)
+	dctx, cancel := s.opCtx(context.WithoutCancel(ctx))
+	s.observe(dctx, s.objs.Delete(dctx, key))
 	cancel()
 	return nil, sharedstore.ErrNotFound
+}
+
+// warnOtherSecret says, once, what a chunk sealed under another secret
+// most likely means, since it is otherwise a flood of "forged" chunks: this
+// node's secret is not the one the other nodes have.
+func (s *Sharer) warnOtherSecret(theirs string) {
+	if s.otherSecretSeen.CompareAndSwap(false, true) {
+		s.log.Warn("shared store: chunks in the store are sealed under a different secret than this node's; "+
+			"unless someone forged them, this node's shared-store-secret differs from the other nodes': "+
+			"it rejects and deletes every chunk they put, and they reject its chunks. Give every node the same secret",
+			"their_secret_id", theirs, "our_secret_id", s.seal.idString())
+	}
 }
 
 // readObject reads key whole, expecting want bytes, within OpTimeout for

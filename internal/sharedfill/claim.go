@@ -133,7 +133,7 @@ func (s *Sharer) call(ctx context.Context, fn func(context.Context) error) error
 	return err
 }
 
-// landed reports whether the chunk of f is in the store, whole (its bytes are
+// landed reports whether the chunk of f is in the store, whole (its seal is
 // checked when read). An object of the wrong size is deleted (it can only be
 // torn or tampered with).
 func (s *Sharer) landed(ctx context.Context, f *flight) (bool, error) {
@@ -148,8 +148,9 @@ func (s *Sharer) landed(ctx context.Context, f *flight) (bool, error) {
 		return false, nil
 	case err != nil:
 		return false, err
-	case o.Size != f.size+digestLen:
-		s.log.Warn("shared store: chunk object has the wrong size; deleting it", "key", key, "size", o.Size, "want", f.size+digestLen)
+	case o.Size != f.size+trailerLen:
+		s.opts.OnReject(RejectSize)
+		s.log.Warn("shared store: chunk object has the wrong size; deleting it", "key", key, "size", o.Size, "want", f.size+trailerLen)
 		return false, s.call(ctx, func(ctx context.Context) error { return s.objs.Delete(ctx, key) })
 	}
 	return true, nil

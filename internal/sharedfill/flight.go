@@ -139,9 +139,9 @@ func (f *flight) fetch(ctx context.Context, held *heldClaim, put bool) error {
 		return err
 	}
 	defer body.Close()
-	// Room for the digest the object carries, so sealing it does not
+	// Room for the trailer the object carries, so sealing it does not
 	// copy the chunk (readers never look past f.size).
-	buf := make([]byte, f.size, f.size+digestLen)
+	buf := make([]byte, f.size, f.size+trailerLen)
 	f.update(func() { f.buf = buf })
 	var have int64
 	for have < f.size {
@@ -160,7 +160,7 @@ func (f *flight) fetch(ctx context.Context, held *heldClaim, put bool) error {
 	if put && f.s.usable() {
 		// Generous: a whole chunk goes up in one request.
 		pctx, cancel := context.WithTimeout(ctx, 4*f.s.opts.OpTimeout)
-		err := f.s.objs.Create(pctx, f.s.chunkKey(f.id), seal(buf))
+		err := f.s.objs.Create(pctx, f.s.chunkKey(f.id), f.s.seal.seal(f.id, f.s.opts.ChunkSize, buf))
 		f.s.observe(pctx, err)
 		cancel()
 		if err != nil && !errors.Is(err, sharedstore.ErrExists) {

@@ -29,8 +29,16 @@ type Inventory struct {
 	Files       []StoredFile
 	Claims      int
 	StaleClaims int // older than staleClaimAge: left by a node that died
-	Other       int // objects under the layout's prefix (v2/) that are neither
+	Other       int // objects under the layout's prefix (v3/) that are neither
+	// Old and OldBytes are the objects of older layouts (v1/, v2/), which
+	// no node of this version reads: Prune deletes them.
+	Old      int
+	OldBytes int64
 }
+
+// oldLayouts are the prefixes of layouts before layoutPrefix. Their chunks
+// cannot be trusted (no seal), so they are never read, only removed.
+func oldLayouts() []string { return []string{"v1/", "v2/"} }
 
 // staleClaimAge is how old a claim must be for prune to delete it: far past
 // any lease, so only claims of nodes that died mid-chunk.
@@ -42,7 +50,8 @@ type Lister interface {
 	Delete(ctx context.Context, key string) error
 }
 
-// Take lists the store's chunks and claims.
+// Take lists the store's chunks and claims, and counts the objects of
+// older layouts.
 func Take(ctx context.Context, store Lister, now time.Time) (Inventory, error) {
 	var inv Inventory
 	files := map[string]*StoredFile{}
@@ -74,6 +83,16 @@ func Take(ctx context.Context, store Lister, now time.Time) (Inventory, error) {
 		}
 		return nil
 	})
+	for _, p := range oldLayouts() {
+		if err != nil {
+			break
+		}
+		err = store.List(ctx, p, func(o sharedstore.Object) error {
+			inv.Old++
+			inv.OldBytes += o.Size
+			return nil
+		})
+	}
 	for _, f := range files {
 		inv.Files = append(inv.Files, *f)
 	}
@@ -115,11 +134,17 @@ type PruneReport struct {
 	Before, After int64 // bytes of chunks
 	Claims        int   // stale claims deleted
 	Over          bool  // still over MaxBytes: what is left is kept
+	// Old and OldBytes are the objects of older layouts deleted (or, with
+	// DryRun, that would be).
+	Old      int
+	OldBytes int64
 }
 
 // Prune removes whole files' chunks from the store (a file half gone would
-// only be refetched chunk by chunk) and the claims nodes that died left
-// behind. A node reading a pruned file fetches it again from upstream.
+// only be refetched chunk by chunk), the claims nodes that died left
+// behind, and every object of an older layout (oldLayouts), which no node
+// reads any more. A node reading a pruned file fetches it again from
+// upstream.
 func Prune(ctx context.Context, store Lister, o PruneOptions, now time.Time) (PruneReport, error) {
 	inv, err := Take(ctx, store, now)
 	if err != nil {
@@ -148,7 +173,7 @@ func Prune(ctx context.Context, store Lister, o PruneOptions, now time.Time) (Pr
 	var errs []error
 	for _, v := range victims {
 		if !o.DryRun {
-			if _, err := deletePrefix(ctx, store, chunksPrefix+v.ETag+"/", nil); err != nil {
+			if _, _, err := deletePrefix(ctx, store, chunksPrefix+v.ETag+"/", nil); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -158,35 +183,43 @@ func Prune(ctx context.Context, store Lister, o PruneOptions, now time.Time) (Pr
 	}
 	rep.After = rep.Before - rep.Freed
 	if !o.DryRun {
-		n, err := deletePrefix(ctx, store, claimsPrefix, func(ob sharedstore.Object) bool {
+		n, _, err := deletePrefix(ctx, store, claimsPrefix, func(ob sharedstore.Object) bool {
 			return now.Sub(ob.ModTime) > staleClaimAge
 		})
 		rep.Claims = n
 		errs = append(errs, err)
+		for _, p := range oldLayouts() {
+			n, b, err := deletePrefix(ctx, store, p, nil)
+			rep.Old += n
+			rep.OldBytes += b
+			errs = append(errs, err)
+		}
 	} else {
 		rep.Claims = inv.StaleClaims
+		rep.Old, rep.OldBytes = inv.Old, inv.OldBytes
 	}
 	return rep, errors.Join(errs...)
 }
 
 // deletePrefix deletes the objects under prefix that match (all if nil)
-// and returns how many it deleted.
-func deletePrefix(ctx context.Context, store Lister, prefix string, match func(sharedstore.Object) bool) (int, error) {
-	var keys []string
+// and returns how many it deleted, and their bytes.
+func deletePrefix(ctx context.Context, store Lister, prefix string, match func(sharedstore.Object) bool) (int, int64, error) {
+	var objs []sharedstore.Object
 	err := store.List(ctx, prefix, func(o sharedstore.Object) error {
 		if match == nil || match(o) {
-			keys = append(keys, o.Key)
+			objs = append(objs, o)
 		}
 		return nil
 	})
 	errs := []error{err}
-	n := 0
-	for _, k := range keys {
-		if err := store.Delete(ctx, k); err != nil {
+	n, bytes := 0, int64(0)
+	for _, o := range objs {
+		if err := store.Delete(ctx, o.Key); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		n++
+		bytes += o.Size
 	}
-	return n, errors.Join(errs...)
+	return n, bytes, errors.Join(errs...)
 }

@@ -135,7 +135,7 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 var errStoreSlow = errors.New("sharedfill: shared store too slow")
 
 // readStored returns [from, to) of stored chunk id, of size bytes, read
-// whole and checked against its digest first (chunkobj.go): a stored chunk
+// whole and unsealed first (chunkobj.go, seal.go): a stored chunk
 // is never handed on unchecked, so the store serves whole chunks even for a
 // few bytes of one. A chunk that is not there, or not right, is
 // sharedstore.ErrNotFound.

@@ -10,7 +10,7 @@
 // # Claims
 //
 // Agreement is by conditional create, the store's one atomic primitive: the
-// node whose create of v2/claims/<etag>/<chunk size>/<index>/<gen> succeeds
+// node whose create of v3/claims/<etag>/<chunk size>/<index>/<gen> succeeds
 // owns the chunk, renews the claim (a beat counter) every Lease/3 while it
 // fetches, puts the chunk with a conditional create too, and deletes its
 // claim. A waiter polls for the chunk and watches the claim: a claim whose
@@ -23,17 +23,22 @@
 //
 // Nothing here decides access: callers reach an Origin only after upstream
 // (the resolver) allowed them the file, and the store is keyed by content
-// hash, so holding bytes never grants any. A chunk's object carries the
-// sha256 of its bytes as the node that fetched them from upstream computed
-// it, and a node reads a chunk whole and checks it before handing on any of
-// it (chunkobj.go): the cache gives range readers a partial file's bytes
-// long before it can check the file's hash, so an object changed in the
-// store must be caught per chunk. A wrong object (the wrong size, bytes
-// that do not match their digest, or one the store cannot return) is
-// deleted and the chunk fetched anew. Bytes a node got wrong from upstream
-// itself are as trusted as in a local partial: the cache verifies the whole
-// file's hash before it promotes it, and on a mismatch Forget removes the
-// file's chunks, so the next fetch repairs them.
+// hash, so holding bytes never grants any. Nor is the store trusted with
+// bytes: whoever can write it (the bucket's credentials, the RWX volume)
+// could otherwise make every node serve what they like. A chunk's object is
+// sealed with an HMAC under a secret every node holds and the store never
+// sees (Options.Secret), bound to the chunk's key, and a node reads a chunk
+// whole and checks its seal before handing on any of it (chunkobj.go,
+// seal.go): the cache gives range readers a partial file's bytes long
+// before it can check the file's hash, so an object changed in the store
+// must be caught per chunk. A wrong object (the wrong size, a seal that
+// fails, or one the store cannot return) is deleted and the chunk fetched
+// anew. What a store writer can still do is delete or withhold chunks
+// (nodes then fetch them upstream) and fill the store. Bytes a node got
+// wrong from upstream itself are as trusted as in a local partial: the
+// cache verifies the whole file's hash before it promotes it, and on a
+// mismatch Forget removes the file's chunks, so the next fetch repairs
+// them.
 //
 // # Failure
 //
@@ -56,6 +61,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
@@ -85,8 +91,13 @@ const (
 	ClaimTakenOver = "taken_over" // the owner went silent; this node took the chunk over
 )
 
-// Options configure a Sharer. Zero values select the defaults.
+// Options configure a Sharer. Zero values select the defaults, except
+// Secret's.
 type Options struct {
+	// Secret seals the chunks this node puts and checks those it reads
+	// (seal.go): at least MinSecretLen bytes, the same on every node of the
+	// cluster, and never stored with the store or its credentials.
+	Secret []byte
 	// ChunkSize is the unit of sharing; default 8 MiB. Nodes share chunks
 	// only with nodes of the same chunk size (it is part of the key).
 	ChunkSize int64
@@ -112,7 +123,10 @@ type Options struct {
 	Owner string
 	// OnClaim, when set, is told each chunk's outcome (ClaimWon, ...).
 	OnClaim func(result string)
-	Logger  *slog.Logger
+	// OnReject, when set, is told why each chunk object read from the
+	// store was rejected (RejectMAC, ...) and deleted.
+	OnReject func(reason string)
+	Logger   *slog.Logger
 }
 
 // The defaults for zero-valued Options fields.
@@ -152,6 +166,9 @@ func (o Options) withDefaults() Options {
 	if o.OnClaim == nil {
 		o.OnClaim = func(string) {}
 	}
+	if o.OnReject == nil {
+		o.OnReject = func(string) {}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,18 +184,29 @@ type Sharer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // flights
 	health health
+	seal   sealer
+	// otherSecretSeen: a chunk sealed under another secret was read, and
+	// what that means has been logged.
+	otherSecretSeen atomic.Bool
 
 	mu      sync.Mutex
 	flights map[chunkID]*flight // guarded by mu
 }
 
-// New returns a Sharer over objs.
-func New(objs Objects, opts Options) *Sharer {
+// New returns a Sharer over objs; it fails only for a Secret too short.
+func New(objs Objects, opts Options) (*Sharer, error) {
+	seal, err := newSealer(opts.Secret)
+	if err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Sharer{objs: objs, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
-		flights: map[chunkID]*flight{}}
+	return &Sharer{objs: objs, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, seal: seal,
+		flights: map[chunkID]*flight{}}, nil
 }
+
+// SecretID is the id of this node's secret (SecretID), for its logs.
+func (s *Sharer) SecretID() string { return s.seal.idString() }
 
 // Close stops the flights in progress (releasing their claims, so other
 // nodes need not wait out the lease) and waits for them.
@@ -265,19 +293,21 @@ func (s *Sharer) Forget(ctx context.Context, etag string) (int, error) {
 	if hub.ETagKind(etag) == hub.HashUnknown {
 		return 0, fmt.Errorf("sharedfill: %q is not a content hash", etag)
 	}
-	n, err1 := deletePrefix(ctx, s.objs, chunksPrefix+etag+"/", nil)
-	m, err2 := deletePrefix(ctx, s.objs, claimsPrefix+etag+"/", nil)
+	n, _, err1 := deletePrefix(ctx, s.objs, chunksPrefix+etag+"/", nil)
+	m, _, err2 := deletePrefix(ctx, s.objs, claimsPrefix+etag+"/", nil)
 	n += m
 	err := errors.Join(err1, err2)
 	s.observe(ctx, err)
 	return n, err
 }
 
-// Key layout, under the store URL's prefix. v2 is the layout version: a
-// change that old nodes would misread gets a new one. (v1 chunk objects had
-// no digest; nodes of both kinds share nothing, and v1/ may be deleted.)
+// Key layout, under the store URL's prefix. v3 is the layout version: a
+// change that old nodes would misread gets a new one. Nodes of different
+// layouts share nothing; the objects of older ones are never read, and
+// Prune deletes them (oldLayouts). v1 chunk objects had no digest, v2 ones
+// an unkeyed sha256, which anyone who could write the store could forge.
 const (
-	layoutPrefix = "v2/"
+	layoutPrefix = "v3/"
 	chunksPrefix = layoutPrefix + "chunks/"
 	claimsPrefix = layoutPrefix + "claims/"
 )

@@ -78,13 +78,23 @@ func (c *claims) get(r string) int {
 	return c.n[r]
 }
 
+// testSecret is the cluster secret of the tests' nodes, unless a test
+// gives one of its own.
+const testSecret = "sharedfill-test-secret-of-32-bytes-or-more"
+
 func newSharer(t *testing.T, objs Objects, c *claims, opts Options) *Sharer {
 	t.Helper()
 	opts.ChunkSize = testChunk
 	if c != nil {
 		opts.OnClaim = c.add
 	}
-	s := New(objs, opts)
+	if opts.Secret == nil {
+		opts.Secret = []byte(testSecret)
+	}
+	s, err := New(objs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -465,7 +475,7 @@ func TestTornChunkReplaced(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		obj, err := store.Stat(context.Background(), key)
-		if err == nil && obj.Size == testChunk+digestLen {
+		if err == nil && obj.Size == testChunk+trailerLen {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -27,6 +27,14 @@ type fileBackend struct {
 // fileTmp is the directory of files being written, skipped by list.
 const fileTmp = ".tmp"
 
+// Objects and their directories are for this store's nodes alone, which run
+// as one user: other users of the volume's hosts (or pods mounting it) must
+// not read chunks of gated files, nor claims. Nodes never need group access.
+const (
+	fileMode = 0o600
+	dirMode  = 0o700
+)
+
 // staleTmp is how old a temp file must be before check deletes it: a writer
 // that died left it, and no live write takes this long.
 const staleTmp = time.Hour
@@ -110,7 +118,7 @@ func (b *fileBackend) create(ctx context.Context, key string, data []byte) error
 func (b *fileBackend) intoDir(key string, place func(dst string) error) error {
 	dst := b.path(key)
 	for try := 0; ; try++ {
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(dst), dirMode); err != nil {
 			return err
 		}
 		err := place(dst)
@@ -141,12 +149,12 @@ func (b *fileBackend) writeTemp(ctx context.Context, data []byte) (string, error
 		return "", err
 	}
 	dir := filepath.Join(b.root, fileTmp)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return "", err
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	f, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString(rnd[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString(rnd[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
 		return "", err
 	}

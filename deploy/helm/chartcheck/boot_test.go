@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 )
 
@@ -38,6 +39,9 @@ const (
 	// bootClientToken is the caller's token: listed where a scenario sets
 	// client-tokens-file, and accepted by the fake hub for a public repo.
 	bootClientToken = "hf_bootTestClientToken"
+	// bootStoreSecret is the cluster's shared-store secret, in the Secret
+	// a store scenario names (with a newline, as a file-made Secret has).
+	bootStoreSecret = "boot-test-store-secret-0123456789abcdef"
 )
 
 // TestChartBoots runs what the chart renders instead of only reading it: for
@@ -82,6 +86,10 @@ func TestChartBoots(t *testing.T) {
 			default:
 				flags = append(flags, "--set", "config.upstream="+hub.URL)
 			}
+			if values.storeSeal != "" {
+				cluster.secrets[values.storeSeal] = map[string][]byte{values.storeSealKey: []byte(bootStoreSecret + "\n")}
+				cluster.logged = append(cluster.logged, "secret_id="+sharedfill.SecretID([]byte(bootStoreSecret)))
+			}
 			if strings.HasPrefix(values.sharedStore, "s3://") {
 				// The scenario's bucket, on a real S3 server here, with
 				// the server's keys in the Secret the scenario names.
@@ -100,9 +108,9 @@ func TestChartBoots(t *testing.T) {
 type scenarioBoot struct {
 	upstream string
 	caBundle *struct{ ConfigMap, Key string }
-	// sharedStore is config.shared-store, and storeSecret the Secret of
-	// its keys.
-	sharedStore, storeSecret string
+	// sharedStore is config.shared-store, storeSecret the Secret of its
+	// keys, and storeSeal and storeSealKey where its sealing secret is.
+	sharedStore, storeSecret, storeSeal, storeSealKey string
 }
 
 func scenarioValues(t *testing.T, sc scenario) scenarioBoot {
@@ -117,6 +125,10 @@ func scenarioValues(t *testing.T, sc scenario) scenarioBoot {
 			Credentials struct {
 				ExistingSecret string `json:"existingSecret"`
 			} `json:"credentials"`
+			Secret struct {
+				ExistingSecret string `json:"existingSecret"`
+				Key            string `json:"key"`
+			} `json:"secret"`
 		} `json:"sharedStore"`
 	}
 	if sc.valuesFile != "" {
@@ -132,6 +144,10 @@ func scenarioValues(t *testing.T, sc scenario) scenarioBoot {
 	out.upstream, _ = v.Config["upstream"].(string)
 	out.sharedStore, _ = v.Config["shared-store"].(string)
 	out.storeSecret = v.SharedStore.Credentials.ExistingSecret
+	out.storeSeal, out.storeSealKey = v.SharedStore.Secret.ExistingSecret, v.SharedStore.Secret.Key
+	if out.storeSealKey == "" {
+		out.storeSealKey = "secret" // values.yaml's
+	}
 	if v.CABundle.ConfigMap != "" {
 		out.caBundle = &struct{ ConfigMap, Key string }{v.CABundle.ConfigMap, v.CABundle.Key}
 	}
@@ -200,6 +216,13 @@ func bootHubproxy(t *testing.T, img builtImage, objs []object, cluster testClust
 		p.get(t, admin, "http://admin/cache/stats")
 	}
 	p.stop(t)
+	// What it logged proves it got what the pod's volumes hold (the
+	// shared-store secret: its id), not only that it started.
+	for _, want := range cluster.logged {
+		if !strings.Contains(p.out.String(), want) {
+			t.Errorf("hubproxy never logged %q:\n%s", want, p.out.String())
+		}
+	}
 }
 
 // configValue reads a string key of the (relocated) --config file.

@@ -24,9 +24,9 @@ type expectation struct {
 	// upstreamDir: a dir: upstream, whose directory must be a volume.
 	upstreamDir bool
 	// The shared store: its URL's scheme ("" = none), the Secret its keys
-	// come from ("" = none: a pod role), and for file:// the claim mounted
-	// at its directory.
-	storeScheme, storeSecret, storeClaim string
+	// come from ("" = none: a pod role), for file:// the claim mounted at
+	// its directory, and the Secret holding the cluster's sealing secret.
+	storeScheme, storeSecret, storeClaim, storeSeal string
 
 	sidecar  bool     // mode: sidecar
 	kind     string   // kind of the sidecar's workload; "" = Deployment
@@ -78,12 +78,14 @@ func expectations() map[string]expectation {
 			replicas:    2,
 			storeScheme: "file",
 			storeClaim:  "hubproxy-shared",
+			storeSeal:   "hubproxy-store-secret",
 		},
 		examplePrefix + "cluster-s3": {
 			kinds:       standaloneKinds(map[string]int{"PodDisruptionBudget": 1}),
 			replicas:    3,
 			storeScheme: "s3",
 			storeSecret: "hubproxy-s3",
+			storeSeal:   "hubproxy-store-secret",
 		},
 		"sidecar": {
 			kinds:    map[string]int{"ConfigMap": 1, "ServiceAccount": 1, "Secret": 1, "Deployment": 1, "PodDisruptionBudget": 1, "PodMonitor": 1, "NetworkPolicy": 1},

@@ -61,6 +61,7 @@ func allowedConfigKeys(t *testing.T) map[string]bool {
 		allowed[k] = true
 	}
 	delete(allowed, "upstream-token")
+	delete(allowed, "shared-store-secret") // sharedStore.secret, mounted from a Secret
 	return allowed
 }
 
@@ -98,13 +99,14 @@ func checkConfigMap(t *testing.T, objs []object, allowed map[string]bool) map[st
 }
 
 // checkDefaultsMirrorConfigFile wants the chart's default config to be
-// configs/hubproxy.yaml key for key and value for value, except the token (a
-// Secret) and cache-dir (the volume).
+// configs/hubproxy.yaml key for key and value for value, except the token and
+// the shared-store secret (Secrets) and cache-dir (the volume).
 func checkDefaultsMirrorConfigFile(t *testing.T, cfg map[string]any) {
 	t.Helper()
 	want := plannedKeys()
 	maps.Copy(want, configFileDefaults(t))
 	delete(want, "upstream-token")
+	delete(want, "shared-store-secret")
 	want["cache-dir"] = chartCacheDir
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		got, ok := cfg[k]

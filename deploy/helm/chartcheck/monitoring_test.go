@@ -49,7 +49,7 @@ func scrapedMetrics(t *testing.T) exportedMetrics {
 	}})
 	cfg := app.Defaults()
 	cfg.Upstream, cfg.CacheDir, cfg.AdminListen = hub.URL, t.TempDir(), ""
-	cfg.SharedStore = "file://" + t.TempDir()
+	cfg.SharedStore, cfg.SharedStoreSecret = "file://"+t.TempDir(), bootStoreSecret
 	h, err := app.Build(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

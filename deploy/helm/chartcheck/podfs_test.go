@@ -105,6 +105,8 @@ type testCluster struct {
 	secrets    map[string]map[string][]byte
 	configMaps map[string]map[string]string
 	claims     map[string]func(t *testing.T, dir string)
+	// logged are strings hubproxy must log, given what the above hold.
+	logged []string
 }
 
 // lookup finds a key of a Secret or ConfigMap, rendered or in the cluster.

@@ -34,6 +34,13 @@ func TestChartRefuses(t *testing.T) {
 		{"a store volume without a file:// store", []string{"--set", "sharedStore.volume.emptyDir.medium="}, "needs config.shared-store: file:///"},
 		{"store keys without an s3:// store", []string{"--set", "sharedStore.credentials.existingSecret=s3-keys"}, "not an s3:// URL"},
 		{"a store URL hubproxy cannot read", []string{"--set", "config.shared-store=gs://bucket"}, "shared-store"},
+		{"a store without its secret", []string{"--set", "config.shared-store=s3://bucket"}, "sharedStore.secret.existingSecret"},
+		{"a store secret without a store", []string{"--set", "sharedStore.secret.existingSecret=seal"}, "config.shared-store is not"},
+		{"the store secret with the store's keys", []string{"--set", "config.shared-store=s3://bucket",
+			"--set", "sharedStore.credentials.existingSecret=s3-keys", "--set", "sharedStore.secret.existingSecret=s3-keys"}, "a Secret of its own"},
+		{"two sources of the store secret", []string{"--set", "config.shared-store=s3://bucket",
+			"--set", "sharedStore.secret.existingSecret=seal", "--set", "config.shared-store-secret-file=/etc/seal/key"}, "both set"},
+		{"the store secret in the ConfigMap", []string{"--set", "config.shared-store=s3://bucket", "--set", "config.shared-store-secret=x"}, "shared-store-secret"},
 		{"an alert duration Prometheus cannot read", []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.storeDownFor=5min"}, "storeDownFor"},
 		{"two CA bundle sources", []string{"--set", "caBundle.configMap=a", "--set", "caBundle.secret=b"}, "not both"},
 		{"admin API on the pod IP", []string{"--set", "config.admin-listen=:8081"}, "admin-listen"},
@@ -49,6 +56,8 @@ func TestChartRefuses(t *testing.T) {
 		{"a workload port named http", append([]string{"--set", "sidecar.workload.containers[0].ports[0].name=http",
 			"--set", "sidecar.workload.containers[0].ports[0].containerPort=80"}, sidecarWorkload...), `port "http"`},
 		{"a workload field the chart owns", append([]string{"--set", "sidecar.workload.spec.replicas=3"}, sidecarWorkload...), "spec.replicas"},
+		{"the cache mounted in the workload without a common group", append([]string{"--set", "sidecar.cache.workloadMountPath=/hub",
+			"--set", "sidecar.podSecurityContext.fsGroup=null"}, sidecarWorkload...), "fsGroup"},
 		{"a StatefulSet without its Service", append([]string{"--set", "sidecar.workload.kind=StatefulSet"}, sidecarWorkload...), "serviceName"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

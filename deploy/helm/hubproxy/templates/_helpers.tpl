@@ -96,6 +96,9 @@ spends GPU memory and deletes cache data.
 {{- if hasPrefix "file://" $store }}{{ trimSuffix "/" (trimPrefix "file://" $store) | default "/" }}{{ end }}
 {{- end }}
 
+{{/* Where sharedStore.secret is mounted; HUBPROXY_SHARED_STORE_SECRET_FILE names the file in it. */}}
+{{- define "hubproxy.storeSecretDir" -}}/etc/hubproxy-store-secret{{- end }}
+
 {{/* Where the CA bundle is mounted; SSL_CERT_FILE names the file in it. */}}
 {{- define "hubproxy.caBundleDir" -}}/etc/hubproxy-ca{{- end }}
 
@@ -168,6 +171,21 @@ what to change.
 {{- if and $v.sharedStore.credentials.existingSecret (not (hasPrefix "s3://" (toString (index $v.config "shared-store" | default "")))) }}
 {{- fail "sharedStore.credentials.existingSecret is set but config.shared-store is not an s3:// URL" }}
 {{- end }}
+{{- $sealSecret := $v.sharedStore.secret.existingSecret }}
+{{- $sealFile := toString (index $v.config "shared-store-secret-file" | default "") }}
+{{- if index $v.config "shared-store" }}
+{{- if and (not $sealSecret) (not $sealFile) }}
+{{- fail "config.shared-store needs the cluster's secret, which seals the chunks pods put in the store (without it anyone who can write the store could make every pod serve bytes of their choosing). Create it once, the same for every release sharing the store: kubectl create secret generic hubproxy-store-secret --from-literal=secret=\"$(head -c 32 /dev/urandom | base64)\", then set sharedStore.secret.existingSecret=hubproxy-store-secret" }}
+{{- end }}
+{{- if and $sealSecret $sealFile }}
+{{- fail "sharedStore.secret.existingSecret and config.shared-store-secret-file are both set; the chart mounts the Secret and names its file itself: set one" }}
+{{- end }}
+{{- if and $sealSecret (eq $sealSecret $v.sharedStore.credentials.existingSecret) }}
+{{- fail "sharedStore.secret.existingSecret names the Secret of the store's credentials: keep the sealing secret in a Secret of its own, since whoever holds the store's keys must not be able to seal chunks" }}
+{{- end }}
+{{- else if or $sealSecret $sealFile }}
+{{- fail "sharedStore.secret.existingSecret or config.shared-store-secret-file is set but config.shared-store is not: the secret seals the shared store's chunks" }}
+{{- end }}
 {{- if and $v.serviceMonitor.enabled (eq $v.mode "sidecar") }}
 {{- fail "serviceMonitor: sidecar pods have no Service; use podMonitor.enabled=true" }}
 {{- end }}
@@ -231,6 +249,11 @@ CMD, so they start with the subcommand.
           name: {{ $storeCreds.existingSecret }}
           key: {{ $storeCreds.secretAccessKeyKey }}
     {{- end }}
+    {{- if $v.sharedStore.secret.existingSecret }}
+    {{- /* The environment wins over the config file, whose key is empty then. */}}
+    - name: HUBPROXY_SHARED_STORE_SECRET_FILE
+      value: {{ include "hubproxy.storeSecretDir" $root }}/secret
+    {{- end }}
     {{- if $caSource }}
     - name: SSL_CERT_FILE
       value: {{ include "hubproxy.caBundleDir" $root }}/ca.crt
@@ -293,6 +316,11 @@ CMD, so they start with the subcommand.
     - name: shared-store
       mountPath: {{ $storeDir }}
     {{- end }}
+    {{- if $v.sharedStore.secret.existingSecret }}
+    - name: shared-store-secret
+      mountPath: {{ include "hubproxy.storeSecretDir" $root }}
+      readOnly: true
+    {{- end }}
     {{- with $v.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -334,6 +362,16 @@ CMD, so they start with the subcommand.
 {{- if and (include "hubproxy.sharedStoreDir" .) $v.sharedStore.volume }}
 - name: shared-store
   {{- toYaml $v.sharedStore.volume | nindent 2 }}
+{{- end }}
+{{- if $v.sharedStore.secret.existingSecret }}
+{{- /* Only the hubproxy container mounts it; 0440: root and the pod's fsGroup. */}}
+- name: shared-store-secret
+  secret:
+    secretName: {{ $v.sharedStore.secret.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $v.sharedStore.secret.key }}
+        path: secret
 {{- end }}
 {{- with $v.extraVolumes }}
 {{ toYaml . }}
