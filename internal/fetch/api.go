@@ -30,7 +30,24 @@ import (
 // within MetadataTimeout (retries and redirects included), and the body must
 // make progress at least every StallTimeout. Either failure, like a network
 // error, wraps ErrUnavailable.
+//
+// API is for the calls whose route hubproxy chose (the cached repo info,
+// tree and paths-info routes, Visibility): their failures may make the
+// breaker probe the upstream. Relay is for everything else.
 func (c *Client) API(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error) {
+	return c.api(ctx, false, method, pathAndQuery, auth, header, body)
+}
+
+// Relay is API for a client's own request passed through uncached: method,
+// path, query and body are the client's. Its outcome never reaches the
+// breaker, so no client can mark the upstream down by naming a route that
+// fails (breaker.go); like any upstream call it is refused at once while the
+// upstream is marked down.
+func (c *Client) Relay(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error) {
+	return c.api(ctx, true, method, pathAndQuery, auth, header, body)
+}
+
+func (c *Client) api(ctx context.Context, relay bool, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error) {
 	if !strings.HasPrefix(pathAndQuery, "/api/") {
 		return nil, errors.New("fetch: API paths start with /api/")
 	}
@@ -66,7 +83,7 @@ func (c *Client) API(ctx context.Context, method, pathAndQuery, auth string, hea
 		return resp, nil
 	}
 	for hop := 0; ; hop++ {
-		resp, g, err := c.send(ctx, idempotent, c.stall, func(ctx context.Context) (*http.Request, error) {
+		resp, g, err := c.sendAs(ctx, relay, idempotent, c.stall, func(ctx context.Context) (*http.Request, error) {
 			return c.newRequest(ctx, method, u, authz, body, contentType)
 		})
 		if err != nil {

@@ -1,6 +1,46 @@
 package fetch
 
+// The breaker remembers an upstream outage so that, while it lasts, callers
+// get the cache at cache speed instead of paying a timeout each. It used to
+// open on the first failed call to the upstream, any call, which let any
+// client open it at will: a POST relayed to an /api/ route that answers 500,
+// re-sent as each probe, kept the whole process answering "upstream down"
+// while the hub was up. The rule now:
+//
+//   - Only calls whose method and route hubproxy chose itself are heard:
+//     Resolve's HEADs, GetRange's GETs on the upstream host, Visibility, Ping,
+//     and API, which serves the cached JSON routes (repo info and tree by GET,
+//     paths-info by POST). Those routes are client-triggered and carry the
+//     client's repo, revision and query, just as a resolve carries the
+//     client's file name; they count because hubproxy falls back to the cache
+//     for exactly these calls, and the rules below, not the caller, decide.
+//     Relay (the uncached pass-through of any other /api/ request, method and
+//     body the client's) is never heard and never serves as a probe.
+//   - A failure is only a suspicion. No answer at all (refused, reset, a
+//     timeout) suspects the host at once. A 5xx is an answer about one route,
+//     and a client can name a route that fails, so it suspects the host only
+//     once suspectRoutes distinct routes (method and path, query aside) have
+//     answered 5xx within suspectWindow; the same route failing again and
+//     again is one route.
+//   - A suspicion is settled by a probe whose target hubproxy chose: HEAD of
+//     the upstream's base URL, with no credentials and nothing from any
+//     client, sent once. Only a failed probe (no answer, or 5xx) opens the
+//     breaker; calls that arrive while it is in flight wait for its verdict.
+//   - A probe that finds the upstream answering clears the suspicion and
+//     quiets new ones for a cool-down, so clients cannot make hubproxy probe
+//     more than once per cool-down either.
+//   - While open, every call fails at once (relays too). After the cool-down
+//     the next call starts the probe, never sends itself as one; each failed
+//     probe doubles the cool-down, up to maxCooldown.
+//
+// A 4xx, 429 included, is an answer: the upstream is up, it just said no (or
+// "slow down", which the retries honour). The cost of the rule: a hub whose
+// front page answers while its file routes all fail 5xx is not marked down;
+// each request then learns that itself (retries included) and falls back to
+// the cache, slower but never wrongly.
+
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,114 +54,202 @@ const (
 	defaultCooldownMax = time.Minute
 )
 
+// How many distinct routes must answer 5xx, and within how long, before a
+// probe is asked whether the upstream itself is failing.
+const (
+	suspectRoutes = 3
+	suspectWindow = 30 * time.Second
+)
+
 // errMarkedDown is the cause of a call refused without being sent, because
 // the upstream failed recently and its cool-down has not ended. It matches
 // ErrUnavailable through netError, so callers fall back to the cache at
 // cache speed rather than paying a timeout per request.
 var errMarkedDown = errors.New("upstream marked down after recent failures")
 
-// breaker remembers an upstream outage. After a call to the upstream origin
-// fails for want of an answer (network errors, timeouts and 5xx that outlived
-// the retries), it opens: calls fail at once for a cool-down, then one call
-// at a time is let through as a probe. A probe that gets any answer closes
-// it; one that fails opens it again for twice as long, up to a limit.
-//
-// Only "the upstream could not answer" counts. A 4xx, 429 included, is an
-// answer: the upstream is up, it just said no (or "slow down", which the
-// retries honour).
+// probeFunc asks the upstream whether it answers at all; nil means it did.
+// It must bound itself only by ctx.
+type probeFunc func(ctx context.Context) error
+
 type breaker struct {
 	// Immutable after newBreaker.
 	cooldown, maxCooldown time.Duration
+	probeTimeout          time.Duration
+	probe                 probeFunc
 	now                   func() time.Time
 	log                   *slog.Logger
 
 	mu sync.Mutex
 	// Guarded by mu.
-	open    bool
-	until   time.Time     // end of the cool-down while open
-	wait    time.Duration // the current cool-down
-	probing bool          // a probe call is in flight
-	since   time.Time     // when the current state began
-	reason  string        // why it opened
-	last    time.Time     // when a call last had an outcome
+	open     bool
+	until    time.Time            // end of the cool-down while open
+	wait     time.Duration        // the current cool-down
+	since    time.Time            // when the current state began
+	reason   string               // why it opened
+	last     time.Time            // when a call or probe last had an outcome
+	flight   chan struct{}        // non-nil while a probe runs; closed at its verdict
+	suspects map[string]time.Time // routes that answered 5xx lately, while closed
+	quiet    time.Time            // no probe is started for a suspicion before this
 }
 
-func newBreaker(cooldown time.Duration, now func() time.Time, log *slog.Logger) *breaker {
+func newBreaker(cooldown, probeTimeout time.Duration, probe probeFunc, now func() time.Time, log *slog.Logger) *breaker {
 	if cooldown <= 0 {
 		cooldown = defaultCooldown
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &breaker{cooldown: cooldown, maxCooldown: max(cooldown, defaultCooldownMax), now: now, log: log, since: now()}
+	return &breaker{cooldown: cooldown, maxCooldown: max(cooldown, defaultCooldownMax), probeTimeout: probeTimeout,
+		probe: probe, now: now, log: log, since: now(), suspects: map[string]time.Time{}}
 }
 
-// ticket is one call's permission to go upstream.
-type ticket struct{ probe bool }
+// allow reports whether a call may be sent now. It waits (as long as ctx
+// lets it) for a probe in flight; while open it refuses, except that the
+// first call after the cool-down starts a probe and waits for it.
+func (b *breaker) allow(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		f := b.flight
+		switch {
+		case f != nil:
+		case !b.open:
+			b.mu.Unlock()
+			return nil
+		case b.now().Before(b.until):
+			err := fmt.Errorf("%w (%s); next try in %s", errMarkedDown, b.reason,
+				max(b.until.Sub(b.now()), 0).Round(time.Second))
+			b.mu.Unlock()
+			return err
+		default:
+			f = b.startProbe("the cool-down ended")
+		}
+		b.mu.Unlock()
+		select {
+		case <-f:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
 
-// allow reports whether a call may be sent now. While open it lets one probe
-// through per cool-down; every other call is refused.
-func (b *breaker) allow() (ticket, error) {
+// check runs a probe now (or joins the one in flight) unless the upstream is
+// marked down and its cool-down has not ended, and reports the verdict.
+func (b *breaker) check(ctx context.Context) error {
+	b.mu.Lock()
+	f := b.flight
+	if f == nil {
+		if b.open && b.now().Before(b.until) {
+			reason := b.reason
+			b.mu.Unlock()
+			return fmt.Errorf("%w (%s)", errMarkedDown, reason)
+		}
+		f = b.startProbe("a health check")
+	}
+	b.mu.Unlock()
+	select {
+	case <-f:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.open {
-		return ticket{}, nil
+	if b.open {
+		return fmt.Errorf("%w (%s)", errMarkedDown, b.reason)
 	}
-	if b.probing || b.now().Before(b.until) {
-		return ticket{}, fmt.Errorf("%w (%s); next try in %s", errMarkedDown, b.reason,
-			max(b.until.Sub(b.now()), 0).Round(time.Second))
-	}
-	b.probing = true
-	return ticket{probe: true}, nil
+	return nil
 }
 
-// answered records that the upstream answered a call (any status below 500).
-func (b *breaker) answered(t ticket) {
+// answered records that the upstream answered a call on route (any status
+// below 500): that route is no longer a suspect.
+func (b *breaker) answered(route string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.last = b.now()
-	if t.probe {
-		b.probing = false
+	delete(b.suspects, route)
+}
+
+// failed records that a call on route got no answer (noAnswer) or a 5xx,
+// and starts a probe when that makes the upstream itself a suspect. reason
+// says why, for the log and Health.
+func (b *breaker) failed(route string, noAnswer bool, reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	b.last = now
+	if b.open || b.flight != nil {
+		return // a call sent before the breaker opened, or a verdict is coming
 	}
-	if !b.open {
+	if !noAnswer {
+		b.suspect(route, now)
+		reason = fmt.Sprintf("%s (%d routes failing)", reason, len(b.suspects))
+	}
+	if now.Before(b.quiet) || !noAnswer && len(b.suspects) < suspectRoutes {
 		return
 	}
-	down := b.now().Sub(b.since)
-	b.open, b.wait, b.since, b.reason = false, 0, b.now(), ""
-	b.log.Info("upstream is answering again", "down_for", down.Round(time.Millisecond).String())
+	b.startProbe(reason)
 }
 
-// failed records that a call got no answer; reason says why, for the log.
-func (b *breaker) failed(t ticket, reason string) {
+// suspect adds route to the recent 5xx routes, dropping those older than
+// the window and, past suspectRoutes, the oldest: the set stays small
+// whatever names callers use. mu must be held.
+func (b *breaker) suspect(route string, now time.Time) {
+	oldest := ""
+	for r, at := range b.suspects {
+		if now.Sub(at) > suspectWindow {
+			delete(b.suspects, r)
+		} else if oldest == "" || at.Before(b.suspects[oldest]) {
+			oldest = r
+		}
+	}
+	if _, ok := b.suspects[route]; !ok && len(b.suspects) >= suspectRoutes {
+		delete(b.suspects, oldest)
+	}
+	b.suspects[route] = now
+}
+
+// startProbe sends the probe in the background, so that no one caller's
+// context decides it, and returns the channel closed at its verdict. mu
+// must be held and no probe be in flight.
+func (b *breaker) startProbe(why string) chan struct{} {
+	f := make(chan struct{})
+	b.flight = f
+	go func() {
+		defer close(f)
+		ctx, cancel := context.WithTimeoutCause(context.Background(), b.probeTimeout,
+			&timeoutError{what: fmt.Sprintf("no answer within %s", b.probeTimeout)})
+		err := b.probe(ctx)
+		cancel()
+		b.verdict(why, err)
+	}()
+	return f
+}
+
+// verdict applies a probe's outcome: err nil means the upstream answered.
+func (b *breaker) verdict(why string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.last = b.now()
-	if t.probe {
-		b.probing = false
-	}
-	if b.open && !t.probe {
-		return // a call sent before the breaker opened; already counted
+	now := b.now()
+	b.flight, b.last = nil, now
+	clear(b.suspects)
+	if err == nil {
+		b.quiet = now.Add(b.cooldown)
+		if b.open {
+			b.log.Info("upstream is answering again", "down_for", now.Sub(b.since).Round(time.Millisecond).String())
+			b.open, b.wait, b.since, b.reason = false, 0, now, ""
+		} else {
+			b.log.Info("upstream calls failed, but the upstream answers its probe; not marking it down", "reason", why)
+		}
+		return
 	}
 	if b.open {
 		b.wait = min(2*b.wait, b.maxCooldown)
 	} else {
-		b.open, b.wait, b.since = true, b.cooldown, b.now()
-		b.log.Warn("upstream unavailable; answering from the cache until it is back", "reason", reason,
-			"retry_in", b.cooldown.String())
+		b.open, b.wait, b.since = true, b.cooldown, now
+		b.log.Warn("upstream unavailable; answering from the cache until it is back", "reason", why,
+			"probe", err.Error(), "retry_in", b.cooldown.String())
 	}
-	b.reason = reason
-	b.until = b.now().Add(b.wait)
-}
-
-// abandoned releases a probe whose call ended without an outcome (the caller
-// gave up), so the next call may probe.
-func (b *breaker) abandoned(t ticket) {
-	if !t.probe {
-		return
-	}
-	b.mu.Lock()
-	b.probing = false
-	b.mu.Unlock()
+	b.reason = fmt.Sprintf("%s; probe: %v", why, err)
+	b.until = now.Add(b.wait)
 }
 
 // Health is what the client last learnt about the upstream.

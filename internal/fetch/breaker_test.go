@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,49 +24,159 @@ type clock struct {
 func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func TestBreakerOpensProbesAndCloses(t *testing.T) {
+// settle waits for the breaker's probe in flight, if any, to give its
+// verdict: probes run in the background, and a test reads Health after.
+func settle(b *breaker) {
+	b.mu.Lock()
+	f := b.flight
+	b.mu.Unlock()
+	if f != nil {
+		<-f
+	}
+}
+
+// fakeProbe is a probe whose verdict the test sets; it counts its calls.
+type fakeProbe struct {
+	calls atomic.Int32
+	mu    sync.Mutex
+	err   error
+}
+
+func (p *fakeProbe) set(err error) { p.mu.Lock(); p.err = err; p.mu.Unlock() }
+
+func (p *fakeProbe) probe(context.Context) error {
+	p.calls.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func newTestBreaker(p *fakeProbe, clk *clock) *breaker {
+	return newBreaker(5*time.Second, time.Second, p.probe, clk.now, slog.New(slog.DiscardHandler))
+}
+
+// A call that gets no answer only makes the breaker ask its own probe; the
+// probe's failure opens it, calls are refused for the cool-down, then the
+// next call starts a probe (it is never sent as one itself), a failed one
+// doubles the cool-down and an answered one closes the breaker.
+func TestBreakerOpensOnlyWhenItsProbeFails(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
-	b := newBreaker(5*time.Second, clk.now, slog.New(slog.DiscardHandler))
-	tk, err := b.allow()
-	if err != nil || tk.probe {
-		t.Fatalf("closed breaker: allow = %+v, %v", tk, err)
+	p := &fakeProbe{}
+	p.set(errors.New("dial tcp: connection refused"))
+	b := newTestBreaker(p, clk)
+	ctx := context.Background()
+	if err := b.allow(ctx); err != nil {
+		t.Fatalf("closed breaker: %v", err)
 	}
-	b.failed(tk, "dial tcp: connection refused")
-	if h := b.health(); h.Up || !strings.Contains(h.Reason, "refused") {
-		t.Fatalf("after a failure: %+v", h)
+	b.failed("HEAD /org/m/resolve/main/a", true, "dial tcp: connection refused")
+	settle(b)
+	if h := b.health(); h.Up || !strings.Contains(h.Reason, "refused") || p.calls.Load() != 1 {
+		t.Fatalf("after a failure confirmed by the probe: %+v, %d probes", h, p.calls.Load())
 	}
-	if _, err := b.allow(); err == nil || !errors.Is(err, errMarkedDown) {
+	if err := b.allow(ctx); !errors.Is(err, errMarkedDown) {
 		t.Fatalf("open breaker let a call through: %v", err)
 	}
 	clk.add(5 * time.Second)
-	probe, err := b.allow()
-	if err != nil || !probe.probe {
-		t.Fatalf("after the cool-down: allow = %+v, %v; want one probe", probe, err)
-	}
-	if _, err := b.allow(); err == nil {
-		t.Fatal("a second call went through while the probe is in flight")
-	}
-	b.failed(probe, "timeout")
-	clk.add(5 * time.Second)
-	if _, err := b.allow(); err == nil {
-		t.Fatal("a failed probe did not double the cool-down")
+	if err := b.allow(ctx); !errors.Is(err, errMarkedDown) || p.calls.Load() != 2 {
+		t.Fatalf("after the cool-down with the upstream still down: %v, %d probes", err, p.calls.Load())
 	}
 	clk.add(5 * time.Second)
-	probe, err = b.allow()
-	if err != nil || !probe.probe {
-		t.Fatalf("after 10s: %+v, %v", probe, err)
+	if err := b.allow(ctx); err == nil || p.calls.Load() != 2 {
+		t.Fatalf("a failed probe did not double the cool-down: %v, %d probes", err, p.calls.Load())
 	}
-	// A caller that gives up frees the probe slot without a verdict.
-	b.abandoned(probe)
-	if probe, err = b.allow(); err != nil || !probe.probe {
-		t.Fatalf("after an abandoned probe: %+v, %v", probe, err)
+	clk.add(5 * time.Second)
+	p.set(nil)
+	if err := b.allow(ctx); err != nil || p.calls.Load() != 3 {
+		t.Fatalf("after 10s, upstream back: %v, %d probes", err, p.calls.Load())
 	}
-	b.answered(probe)
 	if h := b.health(); !h.Up {
 		t.Fatalf("an answered probe did not close the breaker: %+v", h)
 	}
-	if tk, err := b.allow(); err != nil || tk.probe {
-		t.Fatalf("closed again: %+v, %v", tk, err)
+}
+
+// One route failing over and over is one suspect, however often: no probe,
+// no outage. Distinct routes failing within the window make the breaker ask
+// its probe, and while the probe answers it stays closed and, for a
+// cool-down, asks no more, so failing calls cannot make it probe at will.
+func TestBreakerNeedsDistinctRoutesAndAProbeThatFails(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	p := &fakeProbe{}
+	b := newTestBreaker(p, clk)
+	for range 50 {
+		b.failed("GET /api/models/org/m/revision/main", false, "status 500")
+	}
+	settle(b)
+	if p.calls.Load() != 0 || !b.health().Up {
+		t.Fatalf("one failing route: %d probes, %+v", p.calls.Load(), b.health())
+	}
+	// Distinct routes, but too far apart: forgotten.
+	b.failed("HEAD /org/a/resolve/main/x", false, "status 500")
+	clk.add(suspectWindow + time.Second)
+	b.failed("HEAD /org/b/resolve/main/x", false, "status 500")
+	clk.add(suspectWindow + time.Second)
+	b.failed("HEAD /org/c/resolve/main/x", false, "status 500")
+	settle(b)
+	if p.calls.Load() != 0 {
+		t.Fatalf("failures a window apart made it probe")
+	}
+	b.failed("HEAD /org/d/resolve/main/x", false, "status 500")
+	settle(b)
+	if p.calls.Load() != 0 {
+		t.Fatalf("two distinct routes failing made it probe")
+	}
+	b.failed("HEAD /org/e/resolve/main/x", false, "status 500")
+	settle(b)
+	if p.calls.Load() != 1 || !b.health().Up {
+		t.Fatalf("%d distinct routes failing, probe answering: %d probes, %+v", suspectRoutes, p.calls.Load(), b.health())
+	}
+	for i := range 20 {
+		b.failed("HEAD /org/f/resolve/main/"+string(rune('a'+i)), i%2 == 0, "status 500")
+	}
+	settle(b)
+	if p.calls.Load() != 1 || !b.health().Up {
+		t.Fatalf("within the cool-down after an answered probe: %d probes, %+v", p.calls.Load(), b.health())
+	}
+	clk.add(5 * time.Second)
+	p.set(errors.New("HEAD / answered 503"))
+	for _, r := range []string{"GET /x", "GET /y", "GET /z"} {
+		b.failed(r, false, "status 503")
+	}
+	settle(b)
+	if p.calls.Load() != 2 || b.health().Up {
+		t.Fatalf("distinct routes failing and the probe failing: %d probes, %+v", p.calls.Load(), b.health())
+	}
+}
+
+// Calls that arrive while a probe runs wait for its verdict, as long as
+// their context lets them.
+func TestBreakerCallsWaitForTheProbe(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	b := newBreaker(5*time.Second, time.Minute, func(ctx context.Context) error {
+		close(started)
+		<-release
+		return errors.New("no answer")
+	}, clk.now, slog.New(slog.DiscardHandler))
+	b.failed("HEAD /f", true, "timeout")
+	b.mu.Lock()
+	probing := b.flight != nil
+	b.mu.Unlock()
+	if !probing {
+		t.Fatal("a call with no answer did not start a probe")
+	}
+	<-started
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gaveUp := errors.New("client left")
+	cancel(gaveUp)
+	if err := b.allow(ctx); !errors.Is(err, gaveUp) {
+		t.Fatalf("a caller that left while the probe ran: %v", err)
+	}
+	done := make(chan error)
+	go func() { done <- b.allow(context.Background()) }()
+	close(release)
+	if err := <-done; !errors.Is(err, errMarkedDown) {
+		t.Fatalf("a caller that waited for a failed probe: %v", err)
 	}
 }
 
@@ -73,8 +184,9 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 func hang(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 
 // An upstream that accepts connections but never answers costs one metadata
-// timeout; after that calls fail at once (so the cache answers at cache
-// speed) until a probe finds it answering again.
+// timeout and one probe; after that calls fail at once (so the cache answers
+// at cache speed) until the probe, HEAD of the upstream and never a caller's
+// own request, finds it answering again.
 func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 	var mu sync.Mutex
 	handler := http.HandlerFunc(hang)
@@ -96,7 +208,11 @@ func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("hung upstream: err = %v, want ErrUnavailable", err)
 	}
+	settle(c.breaker)
 	sent := up.Count()
+	if hits := up.Hits(); sent != 2 || hits[1].Method != http.MethodHead || hits[1].URI != "/" {
+		t.Fatalf("want the resolve, then the probe HEAD /; got %+v", hits)
+	}
 	for i := 0; i < 20; i++ {
 		if _, err := c.Resolve(context.Background(), "", repo, "main", "f.json"); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("call %d: %v", i, err)
@@ -119,10 +235,13 @@ func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 	mu.Unlock()
 	clk.add(time.Hour)
 	if _, err := c.Resolve(context.Background(), "", repo, "main", "f.json"); err != nil {
-		t.Fatalf("probe after the cool-down: %v", err)
+		t.Fatalf("after the cool-down: %v", err)
 	}
 	if !c.Health().Up {
 		t.Fatal("Health still down after an answer")
+	}
+	if hits := up.Hits()[sent:]; len(hits) != 2 || hits[0].URI != "/" || !strings.Contains(hits[1].URI, "/resolve/") {
+		t.Fatalf("after the cool-down: want the probe HEAD /, then the resolve; got %+v", hits)
 	}
 }
 
@@ -176,4 +295,5 @@ func TestAPIHasDeadlines(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("no headers: err = %v, want ErrUnavailable", err)
 	}
+	settle(c.breaker)
 }

@@ -69,9 +69,12 @@ type Options struct {
 	// for this long with ErrStalled. Default 30s.
 	StallTimeout time.Duration
 	// Cooldown is how long calls to the upstream fail at once (matching
-	// ErrUnavailable) after one got no answer, before a single probe call is
-	// let through; it doubles after each failed probe, up to a minute.
-	// Default 5s. Calls to other hosts (a CDN) are not affected.
+	// ErrUnavailable) once it is marked down, before a probe (HEAD of
+	// Upstream) asks again; it doubles after each failed probe, up to a
+	// minute. It is also the least time between two probes that calls
+	// failing with the upstream up can cause. Default 5s. Calls to other
+	// hosts (a CDN) are not affected. What marks the upstream down is
+	// described in breaker.go: never a Relay, never one failing route.
 	Cooldown time.Duration
 	// Logger receives the breaker's state changes. Nil discards them.
 	Logger *slog.Logger
@@ -153,29 +156,21 @@ func New(opts Options) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c.breaker = newBreaker(opts.Cooldown, nil, log)
+	c.breaker = newBreaker(opts.Cooldown, c.metaTimeout, c.probe, nil, log)
 	return c, nil
 }
 
-// Health reports whether the upstream is answering, as far as the calls made
-// to it tell: it turns false when a call gets no answer and true again when
-// one does.
+// Health reports whether the upstream is answering, as far as hubproxy's
+// own calls and probes tell: it turns false when a probe confirms that the
+// upstream fails (see breaker.go) and true again when one finds it answering.
 func (c *Client) Health() Health { return c.breaker.health() }
 
-// Ping sends HEAD to the upstream's base URL, once, and reports whether it
-// answered at all (any status). Its outcome feeds Health like any call's;
-// while the upstream is marked down it is refused unless it is the probe.
-func (c *Client) Ping(ctx context.Context) error {
-	resp, g, err := c.send(ctx, false, c.stall, func(ctx context.Context) (*http.Request, error) {
-		return c.newRequest(ctx, http.MethodHead, c.base, "", nil, "")
-	})
-	if err != nil {
-		return err
-	}
-	g.discard(resp.Body)
-	g.stop()
-	return nil
-}
+// Ping sends the breaker's probe (HEAD of the upstream's base URL, once, with
+// no credentials), or waits for the one in flight, and reports whether the
+// upstream answered at all (any status below 500). Its verdict is the
+// breaker's: a failure marks the upstream down, an answer marks it up.
+// While the upstream is marked down and its cool-down lasts, it is refused.
+func (c *Client) Ping(ctx context.Context) error { return c.breaker.check(ctx) }
 
 // Upstream returns a copy of the upstream base URL.
 func (c *Client) Upstream() *url.URL {

@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -14,36 +15,46 @@ import (
 // makeRequest builds a fresh request for one attempt on the attempt's context.
 type makeRequest func(ctx context.Context) (*http.Request, error)
 
-// send performs one hop. It sends the request mk builds and, when retry is
+// send performs one hop of a call hubproxy chose itself, which the breaker
+// hears of; see sendAs.
+func (c *Client) send(ctx context.Context, retry bool, stall time.Duration, mk makeRequest) (*http.Response, *guard, error) {
+	return c.sendAs(ctx, false, retry, stall, mk)
+}
+
+// sendAs performs one hop. It sends the request mk builds and, when retry is
 // set, sends it again after a backoff on a network error, a 5xx or a 429, as
 // long as attempts remain and ctx leaves time for the wait. Each attempt runs
 // under its own stall guard (see guard; stall 0 means none).
+//
+// A call to the upstream origin first asks the breaker, which may refuse it
+// (marked down) or hold it while a probe runs. Its outcome is reported to
+// the breaker unless relay is set: a relayed client request says nothing
+// about the upstream that a client could not choose (see breaker.go).
 //
 // The last response is returned whatever its status, with its guard; the
 // caller must call guard.stop once done with the body. A transport failure
 // comes back as a *netError (ErrUnavailable), or as the caller's own error if
 // ctx was cancelled.
-func (c *Client) send(ctx context.Context, retry bool, stall time.Duration, mk makeRequest) (*http.Response, *guard, error) {
-	var (
-		tk      ticket
-		tracked bool // the call goes to the upstream origin, so the breaker sees its outcome
-	)
+func (c *Client) sendAs(ctx context.Context, relay, retry bool, stall time.Duration, mk makeRequest) (*http.Response, *guard, error) {
+	route := "" // the call's method and path, for the breaker; "" when it does not hear of the call
 	for attempt := 0; ; attempt++ {
 		actx, g := newGuard(ctx, stall)
 		req, err := mk(actx)
 		if err != nil {
 			g.stop()
-			if tracked {
-				c.breaker.abandoned(tk)
-			}
 			return nil, nil, err
 		}
 		if attempt == 0 && c.sameOrigin(req.URL) {
-			if tk, err = c.breaker.allow(); err != nil {
+			if err := c.breaker.allow(ctx); err != nil {
 				g.stop()
+				if ctx.Err() != nil {
+					return nil, nil, transportErr(ctx, req.Method, redact(req.URL), err)
+				}
 				return nil, nil, &netError{method: req.Method, url: redact(req.URL), err: err}
 			}
-			tracked = true
+			if !relay {
+				route = req.Method + " " + req.URL.EscapedPath()
+			}
 		}
 		g.arm()
 		resp, err := c.rt.RoundTrip(req)
@@ -53,53 +64,71 @@ func (c *Client) send(ctx context.Context, retry bool, stall time.Duration, mk m
 			err = transportErr(actx, req.Method, redact(req.URL), err)
 			g.stop()
 			if final || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-				c.outcome(tracked, tk, ctx, nil, err)
+				c.outcome(route, ctx, nil, err)
 				return nil, nil, err
 			}
 			if !c.wait(ctx, c.backoff(attempt)) {
 				if ctx.Err() != nil {
 					err = transportErr(ctx, req.Method, redact(req.URL), ctx.Err())
 				}
-				c.outcome(tracked, tk, ctx, nil, err)
+				c.outcome(route, ctx, nil, err)
 				return nil, nil, err
 			}
 			continue
 		}
 		if final || !transient(resp.StatusCode) {
-			c.outcome(tracked, tk, ctx, resp, nil)
+			c.outcome(route, ctx, resp, nil)
 			return resp, g, nil
 		}
 		d := max(c.backoff(attempt), c.retryAfter(resp.Header.Get("Retry-After")))
 		if !fits(ctx, d) {
-			c.outcome(tracked, tk, ctx, resp, nil)
+			c.outcome(route, ctx, resp, nil)
 			return resp, g, nil
 		}
 		g.discard(resp.Body)
 		g.stop()
 		if !c.wait(ctx, d) {
 			err := transportErr(ctx, req.Method, redact(req.URL), ctx.Err())
-			c.outcome(tracked, tk, ctx, nil, err)
+			c.outcome(route, ctx, nil, err)
 			return nil, nil, err
 		}
 	}
 }
 
-// outcome tells the breaker how a call to the upstream origin ended: an
-// answer below 500 (429 included: the upstream is up, asking us to slow
-// down) proves it reachable; no answer, or a 5xx, counts as a failure; a
-// call its caller abandoned proves nothing either way.
-func (c *Client) outcome(tracked bool, tk ticket, ctx context.Context, resp *http.Response, err error) {
+// outcome tells the breaker how a call on route ended: an answer below 500
+// (429 included: the upstream is up, asking us to slow down) clears the
+// route; a 5xx makes it a suspect; no answer at all suspects the upstream; a
+// call its caller abandoned proves nothing either way. route "" is a call
+// the breaker does not hear of.
+func (c *Client) outcome(route string, ctx context.Context, resp *http.Response, err error) {
 	switch {
-	case !tracked:
+	case route == "":
 	case resp != nil && resp.StatusCode >= 500:
-		c.breaker.failed(tk, "status "+strconv.Itoa(resp.StatusCode))
+		c.breaker.failed(route, false, "status "+strconv.Itoa(resp.StatusCode))
 	case resp != nil:
-		c.breaker.answered(tk)
-	case errors.Is(err, ErrUnavailable) && ctx.Err() == nil || errors.Is(err, ErrUnavailable) && isOwnTimeout(ctx):
-		c.breaker.failed(tk, err.Error())
-	default:
-		c.breaker.abandoned(tk)
+		c.breaker.answered(route)
+	case errors.Is(err, ErrUnavailable) && (ctx.Err() == nil || isOwnTimeout(ctx)):
+		c.breaker.failed(route, true, err.Error())
 	}
+}
+
+// probe is the breaker's probe: HEAD of the upstream's base URL, once, with
+// no credentials and nothing any client chose, so that no caller can decide
+// its outcome. Any answer below 500 means the upstream is up.
+func (c *Client) probe(ctx context.Context) error {
+	req, err := c.newRequest(ctx, http.MethodHead, c.base, "", nil, "")
+	if err != nil {
+		return err
+	}
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		return transportErr(ctx, req.Method, redact(c.base), err)
+	}
+	discard(resp.Body)
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("HEAD %s answered %d", redact(c.base), resp.StatusCode)
+	}
+	return nil
 }
 
 // isOwnTimeout reports whether ctx ended because of a deadline fetch set

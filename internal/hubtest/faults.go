@@ -27,6 +27,7 @@ const (
 	classCDN
 	classAPI
 	classForeign
+	classPage // the site's own pages ("/"): only TargetAny faults reach them
 )
 
 func (t Target) matches(c class) bool {

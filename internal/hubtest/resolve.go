@@ -24,6 +24,17 @@ func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 		if !h.fail5xx(w, r, classResolve) {
 			h.serveResolveCache(w, r, strings.TrimPrefix(p, "/api/resolve-cache/"))
 		}
+	case p == "/" || p == "":
+		// The front page answers whoever asks, as huggingface.co's does; a
+		// proxy may probe it to tell an outage from failing routes, so an
+		// outage (a TargetAny fault) takes it down too.
+		if !h.fail5xx(w, r, classPage) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Header().Set("Content-Length", strconv.Itoa(len(frontPage)))
+			if r.Method != http.MethodHead {
+				_, _ = w.Write([]byte(frontPage))
+			}
+		}
 	case strings.HasPrefix(p, "/api/"):
 		h.stats.api.Add(1)
 		if !h.fail5xx(w, r, classAPI) {
@@ -41,6 +52,8 @@ func (h *Hub) serveHub(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+const frontPage = "<!doctype html><title>Hugging Face</title>\n"
 
 // fail5xx answers 503 if the Status5xx fault fires for this request, or 429
 // if TooManyRequests does.

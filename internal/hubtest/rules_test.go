@@ -115,3 +115,17 @@ func TestHubAccessRules(t *testing.T) {
 		}
 	})
 }
+
+// The front page answers anyone, and an outage takes it down with every
+// other route: a proxy's liveness probe sees what its clients see.
+func TestFrontPageAnswersAndFailsWithTheHub(t *testing.T) {
+	h := NewT(t, Options{})
+	resp, _ := do(t, "HEAD", h.URL+"/")
+	wantStatus(t, resp, 200)
+	h.SetFaults(Faults{Status5xx: Fault{N: 1}})
+	resp, _ = do(t, "HEAD", h.URL+"/")
+	wantStatus(t, resp, 503)
+	h.SetFaults(Faults{Status5xx: Fault{N: 1, Target: TargetAPI}})
+	resp, _ = do(t, "HEAD", h.URL+"/")
+	wantStatus(t, resp, 200)
+}

@@ -291,7 +291,7 @@ func (s *Server) passAPI(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		pathAndQuery += "?" + r.URL.RawQuery
 	}
-	resp, err := s.opts.Upstream.API(r.Context(), r.Method, pathAndQuery, r.Header.Get("Authorization"), hdr, body)
+	resp, err := s.opts.Upstream.Relay(r.Context(), r.Method, pathAndQuery, r.Header.Get("Authorization"), hdr, body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

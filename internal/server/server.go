@@ -63,6 +63,7 @@ type Store interface {
 // Upstream sends API requests to the hub.
 type Upstream interface {
 	API(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error)
+	Relay(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error) // pass-through: never marks the upstream down
 	Upstream() *url.URL
 }
 
