@@ -27,8 +27,51 @@ type upstream struct {
 	// when it measures a proxy at rest. Outages leave it alone.
 	foreign *relay
 
-	mu   sync.Mutex // guards down
+	mu   sync.Mutex // guards the fields below
 	down int        // outages in force; the relays are up at 0
+	// plan is the faults the fault plan drew last; storms in force (and
+	// whether the last one answers 429) override it: the hub answers
+	// every request 503 (or 429), as the Hub does in an outage.
+	plan     hubtest.Faults
+	storms   int
+	storm429 bool
+}
+
+// setFaults arms f at the hub, under a storm in force.
+func (u *upstream) setFaults(f hubtest.Faults) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.plan = f
+	u.applyLocked()
+}
+
+func (u *upstream) applyLocked() {
+	f := u.plan
+	if u.storms > 0 {
+		every := hubtest.Fault{N: 1 << 40, Target: hubtest.TargetAny}
+		if u.storm429 {
+			f.TooManyRequests = every
+		} else {
+			f.Status5xx = every
+		}
+	}
+	u.hub.SetFaults(f)
+}
+
+// storm makes the hub answer every request 503 (429 with tooMany) until
+// the returned func is called. Its CDN keeps serving, as the Hub's does.
+func (u *upstream) storm(tooMany bool) (end func()) {
+	u.mu.Lock()
+	u.storms++
+	u.storm429 = tooMany
+	u.applyLocked()
+	u.mu.Unlock()
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.storms--
+		u.applyLocked()
+	}
 }
 
 // outage takes the upstream down in mode until the returned func is called.
@@ -115,6 +158,8 @@ func (s *soak) runChaos(ctx context.Context, start time.Time, acts []action) {
 			wg.Go(func() { s.fillDisk(ctx, a) })
 		case actOutage:
 			wg.Go(func() { s.outage(ctx, a) })
+		case actStorm:
+			wg.Go(func() { s.storm(ctx, a) })
 		case actRevoke, actGrant:
 			s.setRevoked(a.kind == actRevoke)
 		case actAccess:
@@ -220,19 +265,42 @@ func (s *soak) fillDisk(ctx context.Context, a action) {
 	}
 }
 
-// outage makes one proxy's upstream, or every one, unreachable for a while.
+// outage makes one proxy's upstream, or every one, unreachable for a
+// while, under attack (attack.go).
 func (s *soak) outage(ctx context.Context, a action) {
-	var restores []func()
-	for i, u := range s.ups {
-		if a.target < 0 || a.target == i {
-			restores = append(restores, u.outage(a.mode))
+	s.underAttack(ctx, a, func() func() {
+		var restores []func()
+		for i, u := range s.ups {
+			if a.target < 0 || a.target == i {
+				restores = append(restores, u.outage(a.mode))
+			}
 		}
-	}
-	s.outages.Add(1)
-	hold(ctx, a.hold)
-	for _, r := range restores {
-		r()
-	}
+		s.outages.Add(1)
+		return func() {
+			for _, r := range restores {
+				r()
+			}
+		}
+	})
+}
+
+// storm makes one proxy's hub, or every one, answer everything 503 or 429
+// for a while, under attack.
+func (s *soak) storm(ctx context.Context, a action) {
+	s.underAttack(ctx, a, func() func() {
+		var ends []func()
+		for i, u := range s.ups {
+			if a.target < 0 || a.target == i {
+				ends = append(ends, u.storm(a.tooMany))
+			}
+		}
+		s.storms.Add(1)
+		return func() {
+			for _, e := range ends {
+				e()
+			}
+		}
+	})
 }
 
 // setRevoked revokes bob's token at every hub, or grants it back.

@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // The cluster ledger: one upstream fetch per chunk across the cluster.
@@ -35,20 +36,33 @@ import (
 // file one proxy drops from the store is fetched anew by every proxy that
 // reads it next, and a chunk event costs whoever needs the chunk next.
 type sharedTerms struct {
-	forgets map[string]int // etag → times the file was dropped from the store
-	chunks  map[string]int // etag → store events that may each cost one chunk
-	other   map[string]int // message → unclassified shared-store lines
+	forgets    map[string]int         // etag → times the file was dropped from the store
+	forgetAt   map[string][]time.Time // etag → when
+	chunks     map[string]int         // etag → store events that may each cost one chunk
+	chunkSpans map[string][][2]int64  // etag → the chunk each names
+	chunkLoose map[string]int         // etag → chunk events that name no chunk
+	other      map[string]int         // message → unclassified shared-store lines
 }
 
 func clusterTerms(procs []*proxy) *sharedTerms {
-	sh := &sharedTerms{forgets: map[string]int{}, chunks: map[string]int{}, other: map[string]int{}}
+	sh := &sharedTerms{forgets: map[string]int{}, forgetAt: map[string][]time.Time{}, chunks: map[string]int{},
+		chunkSpans: map[string][][2]int64{}, chunkLoose: map[string]int{}, other: map[string]int{}}
 	for _, p := range procs {
 		ev := p.sink.storeEvents()
 		for k, n := range ev.forgets {
 			sh.forgets[k] += n
 		}
+		for k, ts := range ev.forgetAt {
+			sh.forgetAt[k] = append(sh.forgetAt[k], ts...)
+		}
 		for k, n := range ev.chunks {
 			sh.chunks[k] += n
+		}
+		for k, sp := range ev.chunkSpans {
+			sh.chunkSpans[k] = append(sh.chunkSpans[k], sp...)
+		}
+		for k, n := range ev.chunkLoose {
+			sh.chunkLoose[k] += n
 		}
 		for k, n := range ev.other {
 			sh.other[k] += n
@@ -57,18 +71,30 @@ func clusterTerms(procs []*proxy) *sharedTerms {
 	return sh
 }
 
-// offStoreBytes sums, per file key, the complete answers l's proxy asked
-// for while it served around the store.
-func (l *ledger) offStoreBytes(ev storeEvents) map[string]int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string]int64{}
-	for _, a := range l.complete {
-		if ev.offStore(a.at) {
-			out[a.b.key] += spanBytes(a.spans)
+// addTo adds the store's events to a book: each drop of a file ends a life
+// of it, each chunk event explains one refetch of its chunk's blocks (of
+// some chunk's, when its key names none).
+func (sh *sharedTerms) addTo(bk *book, w *world) {
+	for etag, ts := range sh.forgetAt {
+		if b := w.blob(etag); b != nil {
+			bk.lives[etag] = append(bk.lives[etag], ts...)
+			bk.counts[termLives][b.key] += int64(len(ts))
 		}
 	}
-	return out
+	for etag, spans := range sh.chunkSpans {
+		if b := w.blob(etag); b != nil {
+			for _, sp := range spans {
+				bk.span(termStore, etag, sp[0], sp[1])
+			}
+			bk.counts[termStore][b.key] += int64(len(spans))
+		}
+	}
+	for etag, n := range sh.chunkLoose {
+		if b := w.blob(etag); b != nil {
+			bk.floating[b.key] = append(bk.floating[b.key], floatCredit{t: termStore, n: int64(n), blocks: chunkSize / ledgerBlock})
+			bk.counts[termStore][b.key] += int64(n)
+		}
+	}
 }
 
 func spanBytes(spans [][2]int64) int64 {
@@ -91,82 +117,40 @@ type clusterLine struct {
 func (s *soak) checkCluster(procs []*proxy) clusterLine {
 	sh := clusterTerms(procs)
 	var line clusterLine
-	cover := map[string]coverage{}
-	lives := map[string]int64{}
-	byKey := map[string]*excess{}
-	slot := func(key string) *excess {
-		e := byKey[key]
-		if e == nil {
-			e = &excess{key: key}
-			byKey[key] = e
-		}
-		return e
-	}
+	bk := newBook()
+	sh.addTo(bk, s.w)
 	for _, p := range procs {
 		ev := p.sink.storeEvents()
-		_, _, noSpace := p.sink.counts()
-		faults := p.up.hub.FaultCountsByPath()
+		// Every term but the local cache's lives: an evicted blob is
+		// read back from the store.
+		p.sink.addTo(bk, s.w, false)
+		p.ledger.addFaults(bk)
 		l := p.ledger
 		l.mu.Lock()
-		for _, a := range l.complete {
+		for _, a := range l.answers {
 			n := spanBytes(a.spans)
 			if ev.offStore(a.at) {
 				line.around += n
 				continue
 			}
 			line.through += n
-			slot(a.b.key).complete += n
-			c := cover[a.b.etag]
-			if c == nil {
-				c = coverage{}
-				cover[a.b.etag] = c
-			}
+			bk.answers[a.b.etag] = append(bk.answers[a.b.etag], a)
+		}
+		l.addTo(bk)
+		l.mu.Unlock()
+	}
+	byKey := bk.settle(s.w)
+	for _, b := range s.w.allBlobs() {
+		line.events += sh.chunks[b.etag]
+		line.forgets += sh.forgets[b.etag]
+		c := coverage{}
+		for _, a := range bk.answers[b.etag] {
 			for _, sp := range a.spans {
 				c.add(sp[0], sp[1])
 			}
 		}
-		for etag, n := range l.kills {
-			lives[etag] += int64(n)
-		}
-		for etag, n := range l.lost {
-			if b := s.w.blob(etag); b != nil {
-				slot(b.key).lost += n
-			}
-		}
-		for etag, n := range noSpace {
-			if b := s.w.blob(etag); b != nil {
-				slot(b.key).noSpace += int64(n) * chunkSize
-			}
-		}
-		for key, n := range l.sparse {
-			slot(key).sparse += n
-		}
-		for key, n := range l.bypass {
-			slot(key).bypass += n
-		}
-		l.mu.Unlock()
-		for _, kind := range []string{"WrongContentRange", "IgnoreRange", "CorruptBytes", "StallBody"} {
-			for key, n := range faults[kind] {
-				if key != "" {
-					slot(key).spoiled += n * s.w.keySize(key)
-				}
-			}
-		}
-	}
-	for _, b := range s.w.allBlobs() {
-		e := slot(b.key)
-		c := cover[b.etag]
-		l := 1 + int64(sh.forgets[b.etag]) + lives[b.etag]
-		refetch := c.excess(b.size(), l)
-		e.refetch += refetch
-		e.store += int64(sh.chunks[b.etag]) * chunkSize
-		line.events += sh.chunks[b.etag]
-		line.forgets += sh.forgets[b.etag]
 		for blk, n := range c {
-			line.firsts += min(n, min(ledgerBlock, b.size()-blk*ledgerBlock))
-		}
-		if refetch > 0 {
-			e.detail += fmt.Sprintf(" [%.8s: %d B, %d cluster lives, %d refetched, %d store events]", b.etag, b.size(), l, refetch, sh.chunks[b.etag])
+			line.firsts += min(n, blockLen(b.size(), blk))
 		}
 	}
 	keys := make([]string, 0, len(byKey))
@@ -176,20 +160,10 @@ func (s *soak) checkCluster(procs []*proxy) clusterLine {
 	sort.Strings(keys)
 	for _, k := range keys {
 		e := byKey[k]
-		e.slack = e.lost + e.noSpace + e.spoiled + e.sparse + e.bypass + e.store
-		t := &line.total
-		t.complete += e.complete
-		t.refetch += e.refetch
-		t.slack += e.slack
-		t.lost += e.lost
-		t.noSpace += e.noSpace
-		t.spoiled += e.spoiled
-		t.sparse += e.sparse
-		t.bypass += e.bypass
-		t.store += e.store
-		if e.refetch > e.slack {
-			s.fail("refetch", fmt.Sprintf("cluster: %s: %d bytes fetched again within a cluster life (one fetch per chunk across the proxies), %d explained (%d cut in flight, %d failed for space, %d spoiled, %d sparse, %d full-disk, %d store events):%s",
-				k, e.refetch, e.slack, e.lost, e.noSpace, e.spoiled, e.sparse, e.bypass, e.store, e.detail))
+		line.total.add(e)
+		if e.refetch > e.explained {
+			s.fail("refetch", fmt.Sprintf("cluster: %s: %d bytes fetched again (one fetch per chunk across the proxies), %d explained (credited: %s):%s",
+				k, e.refetch, e.explained, e.grantedLine(), e.detail))
 		}
 	}
 	for msg, n := range sh.other {

@@ -44,8 +44,8 @@ func TestClusterBound(t *testing.T) {
 		t.Fatal("a drop of the file from the store does not explain its refetch")
 	}
 	for _, p := range procs { // the fetches so far were a minute ago
-		for i := range p.ledger.complete {
-			p.ledger.complete[i].at = p.ledger.complete[i].at.Add(-time.Minute)
+		for i := range p.ledger.answers {
+			p.ledger.answers[i].at = p.ledger.answers[i].at.Add(-time.Minute)
 		}
 	}
 	procs[0].sink.line(`{"level":"WARN","msg":"` + storeDownMsgs[0] + `"}`)

@@ -195,8 +195,8 @@ func (r *Report) storeRows(row func(string, any)) {
 	c := st.cluster
 	t := c.total
 	row("upstream bytes, cluster", fmt.Sprintf("%s in complete answers while the store was on (%s of distinct blocks), %s around it while a proxy's store was off; "+
-		"%s fetched again within a cluster life, where at most %s is explained (%s by %d store events, %d files dropped after failing verification; %s cut in flight, %s failed for space, %s spoiled, %s sparse, %s full disk)",
-		mib(c.through), mib(c.firsts), mib(c.around), mib(t.refetch), mib(t.slack), mib(t.store), c.events, c.forgets, mib(t.lost), mib(t.noSpace), mib(t.spoiled), mib(t.sparse), mib(t.bypass)))
+		"%s fetched again (one fetch per block across the proxies), %s of it explained, block by block (%d store events, %d files dropped after failing verification; credited: %s)",
+		mib(c.through), mib(c.firsts), mib(c.around), mib(t.refetch), mib(t.explained), c.events, c.forgets, t.grantedLine()))
 	row("cold node", st.cold)
 	if len(st.other) > 0 {
 		row("shared-store log lines not understood", fmt.Sprint(st.other))

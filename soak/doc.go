@@ -27,16 +27,28 @@
 //     tampers with a stored chunk (same size, other bytes), either through
 //     the S3 API or in MinIO's files on disk. -no-store runs without it.
 //   - Concurrent clients (workload.go) sending whole downloads, ranges, HEADs,
-//     missing files, tensors, tensor-parallel shards (contiguous and column),
-//     subset safetensors files, tensor listings, repo info and trees, as
-//     anonymous, granted, revoked and never-approved callers, on public,
-//     gated, private and flipping repos and on a branch that gets new commits.
+//     missing files and branches, tensors, tensor-parallel shards (contiguous
+//     and column), subset safetensors files, tensor listings, repo info (and
+//     its expand= projections), trees and paths-info, as anonymous, granted,
+//     revoked and never-approved callers, on public, gated, private and
+//     flipping repos and on a branch that gets new commits.
+//   - An attacker (attack.go): around every outage and every error storm
+//     (the hub answering 503 or 429 to everything), callers the gated repos
+//     refuse read their metadata, which the Hub lets anyone read, and then
+//     ask for their files; and pass-through POSTs that upstream answers 500,
+//     to open hubproxy's upstream breaker for everyone (the quiet phase
+//     checks that a public file no proxy has seen is served right after).
 //
 // # The oracle
 //
 // history.go records the hub's state (who may read what, where each branch
-// points) as a timeline. A response is right if it is what the hub would
-// have answered that caller at some moment of its window: from the request's
+// points) as a timeline, with the Hub's access rules (docs/hub-protocol.md
+// §9): a gated repo's metadata is public, its files are not; a private repo
+// is RepoNotFound to strangers on every route; the repo is checked before
+// the revision and the path, so a refused caller learns neither, and no
+// refusal or outage answer to it may carry a size, an etag or a commit. A
+// response is right if it is what the hub would have answered that caller
+// at some moment of its window: from the request's
 // start minus access-ttl (the documented time a decision is reused) minus a
 // fixed lateness for the hub's answer to reach the proxy, to the response's
 // headers. Bytes are compared with the hub's own content by sha256 (whole
@@ -44,16 +56,22 @@
 // broken connections are availability failures, counted but tolerated during
 // the chaos; after it, a quiet phase demands that everything works again.
 //
-// # Upstream bytes (ledger.go, cluster.go)
+// # Upstream bytes (ledger.go, credits.go, cluster.go)
 //
-// ledger.go counts, per 64 KiB block of every blob, the bytes the hub sent
-// in complete answers (the only ones a proxy can have stored). A block may
-// be fetched once per life of its blob in the cache (one more per eviction,
-// failed promotion, and kill that found it partial); anything beyond must be
-// explained by answers cut in flight, fills that failed for want of space,
-// answers a fault spoiled, column-shard reads (around the cache by design)
-// and reads that overlapped a full disk. The quiet phase adds an exact
-// check: eight readers of a fresh file cost one fill, a warm read none.
+// ledger.go keeps every complete answer the hub sent (the only ones a proxy
+// can have stored) and counts, per 64 KiB block of every blob, the bytes of
+// it they carried. A block may come from upstream once; every further fetch
+// must be explained by an event that touched that very block, and each
+// event explains at most one more fetch of each block it touched (never a
+// file's worth of bytes any block may spend: credits.go). The events: an
+// eviction, a failed promotion or a kill that found the blob partial (the
+// blocks fetched in the life it ended), an answer cut in flight (the blocks
+// its Range asked for), a fill that failed for want of space (the blocks it
+// had not written), an answer a fault spoiled, a column shard (read around
+// the cache by design: its tensor's blocks), a read that overlapped a full
+// disk or a change of access (the blocks it asked for). The quiet phase
+// adds an exact check: eight readers of a fresh file cost one fill, a warm
+// read none.
 //
 // With the store, the proxies' hubs still answer one proxy each (the same
 // content, so the same etags, which is what the store is keyed by), so

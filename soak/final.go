@@ -43,6 +43,7 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 
 	for _, p := range s.procs.all {
 		s.sweep(p)
+		s.breakerCheck(rep, p)
 		s.herd(rep, p)
 	}
 	all := s.procs.all
@@ -79,7 +80,8 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 		bad, total := p.ledger.check(p.sink, sh)
 		rep.Ledger = append(rep.Ledger, ledgerLine{proxy: p.name, total: total, sent: p.up.hub.Counters().BodyBytes})
 		for _, e := range bad {
-			s.fail("refetch", fmt.Sprintf("%s: %s: %d bytes fetched again within a cache life, %d explained:%s", p.name, e.key, e.refetch, e.slack, e.detail))
+			s.fail("refetch", fmt.Sprintf("%s: %s: %d bytes fetched again, %d of them explained (credited: %s):%s",
+				p.name, e.key, e.refetch, e.explained, e.grantedLine(), e.detail))
 		}
 		if c := p.up.hub.Counters(); c.AuthSeenByCDN != 0 || c.AuthSeenByForeign != 0 {
 			s.fail("credentials", fmt.Sprintf("%s sent credentials to the CDN %d times and to a foreign host %d times", p.name, c.AuthSeenByCDN, c.AuthSeenByForeign))
@@ -120,7 +122,9 @@ func (s *soak) sweep(p *proxy) {
 		for _, caller := range []string{anon, tokAlice, tokBob, tokCarol} {
 			ops := []*op{
 				{kind: opInfo, limit: 1 << 20},
+				{kind: opInfo, expand: []string{"private", "gated"}, limit: 1 << 20},
 				{kind: opTree, limit: 1 << 20},
+				{kind: opPathsInfo, paths: c.paths, limit: 1 << 20},
 			}
 			if fix.tensors {
 				ops = append(ops, &op{kind: opListing, limit: 1 << 20})

@@ -39,11 +39,14 @@ func (v verdict) String() string {
 	return http.StatusText(v.status) + " " + v.code
 }
 
-// decide is the hub's access rule (internal/hubtest access.go), restated:
-// a repo the caller may not see is RepoNotFound (401 anonymous, 404 with a
-// token); a gated one it may not read is GatedRepo (401 anonymous, 403 with
-// a token).
-func (s *hubState) decide(caller string, repo hub.Repo) verdict {
+// decide is the hub's access rule (docs/hub-protocol.md §9, as
+// internal/hubtest's access.go implements it), restated: a private repo the
+// caller may not see is RepoNotFound on every route, metadata included (401
+// anonymous, 404 with a token); a gated one is behind its gate for file
+// content only (GatedRepo: 401 anonymous, 403 with a token, revoked tokens
+// included), while its metadata (repo info, tree, paths-info) is public.
+// content says which of the two the route serves.
+func (s *hubState) decide(caller string, repo hub.Repo, content bool) verdict {
 	authed := caller != ""
 	approved := authed && !s.revoked[caller] && s.approved[repo][caller]
 	switch {
@@ -52,7 +55,7 @@ func (s *hubState) decide(caller string, repo hub.Repo) verdict {
 			return verdict{status: http.StatusNotFound, code: "RepoNotFound"}
 		}
 		return verdict{status: http.StatusUnauthorized, code: "RepoNotFound"}
-	case s.gated[repo] && !approved:
+	case content && s.gated[repo] && !approved:
 		if authed {
 			return verdict{status: http.StatusForbidden, code: "GatedRepo"}
 		}
@@ -120,16 +123,33 @@ func (h *history) during(from, to time.Time) []*hubState {
 	return out
 }
 
-// verdicts is every answer the hub gave caller about repo during [from, to].
-func (h *history) verdicts(caller string, repo hub.Repo, from, to time.Time) []verdict {
+// verdicts is every answer the hub gave caller about repo's content (or
+// its metadata) during [from, to].
+func (h *history) verdicts(caller string, repo hub.Repo, content bool, from, to time.Time) []verdict {
 	var out []verdict
 	for _, st := range h.during(from, to) {
-		v := st.decide(caller, repo)
+		v := st.decide(caller, repo, content)
 		if !containsVerdict(out, v) {
 			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// accessChanged reports whether the hub's answer about repo's content
+// changed for some caller during [from, to]: a fill hubproxy started with
+// one caller's credentials may then be refused, and another caller's read
+// of the same blocks served straight from upstream.
+func (h *history) accessChanged(repo hub.Repo, from, to time.Time) bool {
+	sts := h.during(from, to)
+	for _, st := range sts[min(1, len(sts)):] {
+		for _, c := range []string{anon, tokAlice, tokBob, tokCarol, tokProxy} {
+			if st.decide(c, repo, true) != sts[0].decide(c, repo, true) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func containsVerdict(vs []verdict, v verdict) bool {

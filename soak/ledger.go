@@ -20,73 +20,69 @@ import (
 // request it finishes (hubtest.SetRequestObserver), with the bytes it wrote.
 // An answer is complete when it carried every byte its request asked for;
 // only complete answers can have been stored, so only they can be repeated
-// fills. The ledger counts, per 64 KiB block of every blob, the bytes of it
-// that complete answers carried. A block is fetched at most once per life of
-// its blob in the cache, where a blob's lives are
-//
-//	1 + evictions + failed promotions + kills that found it partial
-//
-// (evictions and failed promotions read from the proxy's own log at debug
-// level, so this checks fills, not the eviction policy; a kill ends a life
-// when the blob was partial, as its partial files on disk just after the
-// kill show: in-flight and unrecorded bytes are fetched again). The bytes
-// beyond that, per file, must be explained by
-//
-//	lost + noSpace·chunk + spoiled·size + sparse + fullDisk
-//
-// where
-//   - lost is the bytes of answers that were in flight at the relay when a
-//     connection ended (a partition, a kill, a reset): the hub counts bytes
-//     it handed to the kernel, which the proxy may never have read;
-//   - noSpace·chunk: a fill that failed for want of disk space wasted at most
-//     its one request (chunk-size);
-//   - spoiled·size: answers a WrongContentRange, IgnoreRange, CorruptBytes or
-//     StallBody fault hit on the file may be complete yet unusable, each at
-//     most the whole file (resets and truncations never complete);
-//   - sparse: column shards read around the cache by design, each at most
-//     the tensor's bytes (and multipart framing);
-//   - fullDisk: a read that overlapped a full disk (from the filler's
-//     creation to 5 s after its removal) may be served straight from
-//     upstream, each at most the whole file.
+// fills. The ledger keeps every complete answer, timed, and counts per
+// 64 KiB block of every blob the bytes of it they carried. A block may come
+// from upstream once; each further fetch of it must be explained by an
+// event that touched that block, one fetch per event (credits.go lists the
+// events: evictions, failed promotions and kills that found the blob
+// partial, from the proxy's own log at debug level and its disk just after
+// the kill; answers cut in flight at the relay; fills that failed for want
+// of space; answers a fault spoiled; column shards, read around the cache
+// by design; reads that overlapped a full disk or another caller's refused
+// fill; and with a shared store, its events).
 type ledger struct {
 	w       *world
 	hub     *hubtest.Hub
 	hubHost string // requests through these relays are this proxy's
 	cdnHost string
+	// hist tells which heads a branch answer may have used and when access
+	// changed; nil in tests that need neither.
+	hist *history
 
 	mu        sync.Mutex       // guards the fields below
 	completeB map[string]int64 // etag → content bytes of complete answers
 	cover     map[string]coverage
 	sent      map[string]int64 // etag → content bytes of all answers
+	answers   []answerRec      // every complete answer, timed
 	lost      map[string]int64 // etag → answer bytes in flight when a relayed connection ended
-	kills     map[string]int   // etag → kills that found it partial
-	sparse    map[string]int64 // key → bytes sparse reads may fetch around the cache
-	bypass    map[string]int64 // key → bytes reads that overlapped a full disk may fetch
-	unnamed   int64            // content bytes the ledger could not attribute (must stay 0)
-	unnamedEx []string         // a few of their requests, to show
-	full      []window         // full-disk windows
-	answers   int64
-	// With a shared store: every complete answer, timed, for the cluster
-	// ledger (cluster.go), which must tell the answers a proxy asked for
-	// while it served around the store from those it asked for through it.
-	shared   bool
-	complete []answerRec
+	lostSpans map[string][][2]int64
+	kills     map[string][]time.Time // etag → kills that found it partial
+	lifeAt    map[string][]time.Time // etag → partials dropped without a log line (a bypassed whole read that failed its hash)
+	// opSpans are, per term (sparse, bypass), the blocks ops asked for
+	// that may have been fetched around the cache; opCounts count the ops.
+	opSpans   [numTerms]map[string][][2]int64
+	opCounts  [numTerms]map[string]int64
+	unnamed   int64    // content bytes the ledger could not attribute (must stay 0)
+	unnamedEx []string // a few of their requests, to show
+	full      []window // full-disk windows
+	seen      int64    // answers observed
+	// With a shared store: the cluster ledger (cluster.go) tells the
+	// answers a proxy asked for while it served around the store from
+	// those it asked for through it, by their time.
+	shared bool
 }
 
 // answerRec is one complete answer: a blob's spans, and when it ended.
+// ignored marks a 200 to a ranged request (the IgnoreRange fault).
 type answerRec struct {
-	b     *blobFix
-	spans [][2]int64
-	at    time.Time
+	b       *blobFix
+	spans   [][2]int64
+	at      time.Time
+	ignored bool
 }
 
 // window is a stretch of time; end is zero while it lasts.
 type window struct{ start, end time.Time }
 
 func newLedger(w *world, h *hubtest.Hub, hubHost, cdnHost string) *ledger {
-	return &ledger{w: w, hub: h, hubHost: hubHost, cdnHost: cdnHost,
-		completeB: map[string]int64{}, cover: map[string]coverage{}, sent: map[string]int64{}, lost: map[string]int64{}, kills: map[string]int{},
-		sparse: map[string]int64{}, bypass: map[string]int64{}}
+	l := &ledger{w: w, hub: h, hubHost: hubHost, cdnHost: cdnHost,
+		completeB: map[string]int64{}, cover: map[string]coverage{}, sent: map[string]int64{}, lost: map[string]int64{},
+		lostSpans: map[string][][2]int64{}, kills: map[string][]time.Time{}, lifeAt: map[string][]time.Time{}}
+	for t := range numTerms {
+		l.opSpans[t] = map[string][][2]int64{}
+		l.opCounts[t] = map[string]int64{}
+	}
+	return l
 }
 
 // observe takes one finished request from the hub.
@@ -100,7 +96,7 @@ func (l *ledger) observe(rec hubtest.RequestRecord) {
 	b := l.blobFor(rec.Path, rec.Query)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.answers++
+	l.seen++
 	if b == nil {
 		if !strings.HasPrefix(rec.Path, "/api/") || strings.HasPrefix(rec.Path, "/api/resolve-cache/") {
 			l.unnamed += rec.Bytes
@@ -122,9 +118,8 @@ func (l *ledger) observe(rec hubtest.RequestRecord) {
 		for _, sp := range spans {
 			c.add(sp[0], sp[1])
 		}
-		if l.shared {
-			l.complete = append(l.complete, answerRec{b: b, spans: spans, at: time.Now()})
-		}
+		l.answers = append(l.answers, answerRec{b: b, spans: spans, at: time.Now(),
+			ignored: rec.Status == 200 && rec.Range != ""})
 	}
 }
 
@@ -191,28 +186,46 @@ func (l *ledger) blobFor(path, query string) *blobFix {
 	return nil
 }
 
-// relayLost takes an answer that was in flight when its connection ended.
-func (l *ledger) relayLost(reqLine string, n int64) {
+// relayLost takes an answer that was in flight when its connection ended:
+// its request line and Range, the bytes of it that had passed, and whether
+// the relay had passed all of it (then nothing was lost in flight; a proxy
+// killed before reading it is the kill's to explain).
+func (l *ledger) relayLost(reqLine, rng string, n int64, complete bool) {
 	fields := strings.Fields(reqLine)
-	if len(fields) < 2 {
+	if complete || len(fields) < 2 || fields[0] != "GET" {
 		return
 	}
 	path, query, _ := strings.Cut(fields[1], "?")
-	if b := l.blobFor(path, query); b != nil {
-		l.mu.Lock()
-		l.lost[b.etag] += n
-		l.mu.Unlock()
+	b := l.blobFor(path, query)
+	if b == nil {
+		return
 	}
+	status := 206
+	if rng == "" {
+		status = 200
+	}
+	spans := answerSpans(hubtest.RequestRecord{Status: status, Range: rng}, b.size())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lost[b.etag] += n
+	l.lostSpans[b.etag] = append(l.lostSpans[b.etag], spans...)
 }
 
-// killed records the partials found on disk right after a kill.
+// killed records the partials found on disk right after a kill. The hub
+// records an answer when its handler returns, which for a fill in flight
+// may be a moment after the kill: such answers are the kill's too.
 func (l *ledger) killed(etags []string) {
+	now := time.Now().Add(killGrace)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range etags {
-		l.kills[e]++
+		l.kills[e] = append(l.kills[e], now)
 	}
 }
+
+// killGrace is how long after a kill the hub may still record an answer
+// the killed proxy asked for.
+const killGrace = time.Second
 
 // diskFull and diskFree bracket a full disk.
 func (l *ledger) diskFull(t time.Time) {
@@ -227,114 +240,156 @@ func (l *ledger) diskFree(t time.Time) {
 	l.mu.Unlock()
 }
 
-// opEnded takes an op of the workload sent to this proxy.
-func (l *ledger) opEnded(o *op, r *result) {
-	if len(o.files) == 0 {
-		return
+// check applies the bound with the proxy's log and the hub's faults, and
+// returns the files that break it, and the totals. With a shared store, sh
+// adds what the store explains (sharedTerms).
+func (l *ledger) check(sink *logSink, sh *sharedTerms) (bad []excess, total excess) {
+	bk := newBook()
+	var ev storeEvents
+	if sh != nil {
+		ev = sink.storeEvents()
+		sh.addTo(bk, l.w)
 	}
-	end := r.done
-	if end.IsZero() {
-		end = time.Now()
-	}
+	sink.addTo(bk, l.w, true)
+	l.addFaults(bk)
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	overlap := false
-	for _, w := range l.full {
-		if !w.start.After(end) && (w.end.IsZero() || !w.end.Before(r.sent)) {
-			overlap = true
+	for _, a := range l.answers {
+		bk.answers[a.b.etag] = append(bk.answers[a.b.etag], a)
+	}
+	// A stretch off the store is one event: the fills of it went to
+	// upstream, some for blocks a chunk fetched whole for the store had
+	// carried before (the store serves whole chunks, the cache fills
+	// blocks), so it explains one refetch of each block fetched in it.
+	for _, w := range ev.down {
+		// Reads go around a failing store before the breaker's line says
+		// so: from a whole grace before it.
+		w.start = w.start.Add(-storeGrace)
+		seen := map[string]map[int64]bool{}
+		for _, a := range l.answers {
+			if !w.offStore(a.at) {
+				continue
+			}
+			if seen[a.b.etag] == nil {
+				seen[a.b.etag] = map[int64]bool{}
+				bk.counts[termOffStore][a.b.key]++
+			}
+			for _, sp := range a.spans {
+				blocksOf(sp[0], sp[1], a.b.size(), func(blk int64) {
+					if !seen[a.b.etag][blk] {
+						seen[a.b.etag][blk] = true
+						bk.span(termOffStore, a.b.etag, blk*ledgerBlock, blk*ledgerBlock+1)
+					}
+				})
+			}
 		}
 	}
-	for i, f := range o.files {
-		key := o.repo.String() + "/" + f
-		if overlap {
-			l.bypass[key] += l.w.keySize(key)
+	l.addTo(bk)
+	unnamed, unnamedEx := l.unnamed, l.unnamedEx
+	l.mu.Unlock()
+	byKey := bk.settle(l.w)
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e := byKey[k]
+		total.add(e)
+		if e.refetch > e.explained {
+			bad = append(bad, *e)
 		}
-		if i == 0 && o.sparse > 0 {
-			l.sparse[key] += o.sparse + 64<<10
+	}
+	if unnamed > 0 {
+		bad = append(bad, excess{key: "(unattributed)", refetch: unnamed,
+			detail: " content bytes the ledger could not name, e.g. " + strings.Join(unnamedEx, " ")})
+	}
+	return bad, total
+}
+
+// addTo adds the ledger's own events to bk: answers cut in flight, kills,
+// silent drops and the ops that may have read around the cache. Callers
+// hold l.mu.
+func (l *ledger) addTo(bk *book) {
+	for etag, spans := range l.lostSpans {
+		b := l.w.blob(etag)
+		bk.counts[termLost][b.key] += int64(len(spans))
+		for _, sp := range spans {
+			bk.span(termLost, etag, sp[0], sp[1])
 		}
+	}
+	for _, m := range []map[string][]time.Time{l.kills, l.lifeAt} {
+		for etag, ts := range m {
+			if b := l.w.blob(etag); b != nil {
+				bk.lives[etag] = append(bk.lives[etag], ts...)
+				bk.counts[termLives][b.key] += int64(len(ts))
+			}
+		}
+	}
+	for _, t := range []term{termSparse, termBypass} {
+		for etag, spans := range l.opSpans[t] {
+			for _, sp := range spans {
+				bk.span(t, etag, sp[0], sp[1])
+			}
+		}
+		for key, n := range l.opCounts[t] {
+			bk.counts[t][key] += n
+		}
+	}
+}
+
+// spoilers are the faults whose answers may be complete and unusable, but
+// for IgnoreRange, whose answers the ledger recognises (a 200 to a Range).
+var spoilers = []string{"WrongContentRange", "CorruptBytes", "StallBody"}
+
+// addFaults adds the hub's spoiling faults to bk.
+func (l *ledger) addFaults(bk *book) {
+	faults := l.hub.FaultCountsByPath()
+	for _, kind := range spoilers {
+		for key, n := range faults[kind] {
+			if key != "" && n > 0 {
+				bk.floating[key] = append(bk.floating[key], floatCredit{t: termSpoiled, n: n})
+				bk.counts[termSpoiled][key] += n
+			}
+		}
+	}
+	for key, n := range faults["IgnoreRange"] {
+		bk.ignored[key] += n
+		bk.counts[termSpoiled][key] += n
 	}
 }
 
 // excess is one file's refetched bytes, against what explains them.
 type excess struct {
-	key                      string
-	complete, refetch, slack int64
-	// The slack's parts.
-	lost, noSpace, spoiled, sparse, bypass int64
-	// With a shared store: chunks the store's events explain (a claim
-	// taken over, a put that failed, a wrong object deleted, …), and bytes
-	// asked for while the proxy served around the store.
-	store, offStore int64
-	detail          string
+	key string
+	// complete is the bytes of complete answers; refetch, those beyond one
+	// fetch per block; explained, how many of those the credits cover.
+	complete, refetch, explained int64
+	// granted is, per term, the block bytes its events credited.
+	granted [numTerms]int64
+	detail  string
 }
 
-// check applies the bound with the proxy's log counts and the hub's
-// faults, and returns the files that break it, and the totals. With a
-// shared store, sh adds what the store explains (sharedTerms).
-func (l *ledger) check(sink *logSink, sh *sharedTerms) (bad []excess, total excess) {
-	evictions, discards, noSpace := sink.counts()
-	faults := l.hub.FaultCountsByPath()
-	off := map[string]int64{}
-	if sh != nil {
-		off = l.offStoreBytes(sink.storeEvents())
+func (e *excess) add(o *excess) {
+	e.complete += o.complete
+	e.refetch += o.refetch
+	e.explained += o.explained
+	for t := range numTerms {
+		e.granted[t] += o.granted[t]
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	byKey := map[string]*excess{}
-	for _, b := range l.w.allBlobs() {
-		e := byKey[b.key]
-		if e == nil {
-			e = &excess{key: b.key}
-			byKey[b.key] = e
-		}
-		lives := int64(1 + evictions[b.etag] + discards[b.etag] + l.kills[b.etag])
-		if sh != nil {
-			// A file dropped from the store is fetched anew by whoever
-			// reads it next, this proxy included, whole chunks at a time.
-			lives += int64(sh.forgets[b.etag])
-			n := int64(sh.chunks[b.etag]) * chunkSize
-			e.store += n
-			e.slack += n
-		}
-		refetch := l.cover[b.etag].excess(b.size(), lives)
-		e.complete += l.completeB[b.etag]
-		e.refetch += refetch
-		e.lost += l.lost[b.etag]
-		e.noSpace += int64(noSpace[b.etag]) * chunkSize
-		e.slack += l.lost[b.etag] + int64(noSpace[b.etag])*chunkSize
-		e.detail += fmt.Sprintf(" [%.8s: %d B, %d lives, %d complete, %d refetched, %d lost, %d failed for space]",
-			b.etag, b.size(), lives, l.completeB[b.etag], refetch, l.lost[b.etag], noSpace[b.etag])
-	}
-	for key, e := range byKey {
-		var n int64
-		for _, kind := range []string{"WrongContentRange", "IgnoreRange", "CorruptBytes", "StallBody"} {
-			n += faults[kind][key]
-		}
-		e.offStore = off[key]
-		e.slack += off[key]
-		e.spoiled, e.sparse, e.bypass = n*l.w.keySize(key), l.sparse[key], l.bypass[key]
-		e.slack += e.spoiled + e.sparse + e.bypass
-		e.detail += fmt.Sprintf(" + %d spoiling faults, %d sparse, %d full-disk, %d store events, %d off the store", n, l.sparse[key], l.bypass[key], e.store, e.offStore)
-		total.complete += e.complete
-		total.refetch += e.refetch
-		total.slack += e.slack
-		total.lost += e.lost
-		total.noSpace += e.noSpace
-		total.spoiled += e.spoiled
-		total.sparse += e.sparse
-		total.bypass += e.bypass
-		total.store += e.store
-		total.offStore += e.offStore
-		if e.refetch > e.slack {
-			bad = append(bad, *e)
+}
+
+// grantedLine renders the credits per term.
+func (e *excess) grantedLine() string {
+	var parts []string
+	for t := range numTerms {
+		if e.granted[t] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", mib(e.granted[t]), termNames[t]))
 		}
 	}
-	sort.Slice(bad, func(i, j int) bool { return bad[i].key < bad[j].key })
-	if l.unnamed > 0 {
-		bad = append(bad, excess{key: "(unattributed)", refetch: l.unnamed,
-			detail: " content bytes the ledger could not name, e.g. " + strings.Join(l.unnamedEx, " ")})
+	if len(parts) == 0 {
+		return "none"
 	}
-	return bad, total
+	return strings.Join(parts, ", ")
 }
 
 // completeBytes is the complete-answer bytes of one blob so far.

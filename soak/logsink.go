@@ -3,6 +3,7 @@ package soak
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -18,6 +19,9 @@ type logEntry struct {
 	ETag  string `json:"etag"`
 	Key   string `json:"key"`
 	Err   string `json:"err"`
+	// A failed fill's: the range it asked for ("[a,b)") and how far it got.
+	Range string `json:"range"`
+	At    any    `json:"at"`
 }
 
 // logSink keeps one proxy's log, across incarnations: the whole of it in a
@@ -34,9 +38,14 @@ type logSink struct {
 	discards  map[string]int // etag → failed promotions (the partial is deleted)
 	mismatch  map[string]int // etag → of those, content that did not hash to its name
 	noSpace   map[string]int // etag → fills that failed for want of disk space
-	errors    int            // ERROR lines
-	foreign   int            // lines that are not JSON: a panic or a runtime error
-	store     storeEvents    // the shared store's, as this proxy logged them (storelog.go)
+	// The byte ledger's view of the same: when each life of a blob in the
+	// cache ended (an eviction or a failed promotion), and the bytes each
+	// fill that failed for want of space had not written.
+	livesAt     map[string][]time.Time
+	noSpaceLeft map[string][][2]int64
+	errors      int         // ERROR lines
+	foreign     int         // lines that are not JSON: a panic or a runtime error
+	store       storeEvents // the shared store's, as this proxy logged them (storelog.go)
 }
 
 const ringLines = 400
@@ -48,7 +57,7 @@ func newLogSink(path string) (*logSink, error) {
 	}
 	return &logSink{f: f, w: bufio.NewWriterSize(f, 64<<10),
 		evictions: map[string]int{}, discards: map[string]int{}, mismatch: map[string]int{}, noSpace: map[string]int{},
-		store: newStoreEvents()}, nil
+		livesAt: map[string][]time.Time{}, noSpaceLeft: map[string][][2]int64{}, store: newStoreEvents()}, nil
 }
 
 // write records a line of the driver's own.
@@ -91,17 +100,59 @@ func (s *logSink) line(line string) logEntry {
 	switch {
 	case e.Msg == "cache: evicted":
 		s.evictions[e.ETag]++
+		s.livesAt[e.ETag] = append(s.livesAt[e.ETag], time.Now())
 	case strings.HasPrefix(e.Msg, "cache: promotion failed"):
 		s.discards[e.ETag]++
+		s.livesAt[e.ETag] = append(s.livesAt[e.ETag], time.Now())
 		if strings.Contains(e.Err, "content hashes to") {
 			s.mismatch[e.ETag]++
 		}
 	case e.Msg == "cache: fill failed" && strings.Contains(e.Err, "no space left"):
 		s.noSpace[e.ETag]++
+		s.noSpaceLeft[e.ETag] = append(s.noSpaceLeft[e.ETag], unwritten(e))
 	case store:
 		s.store.note(e, time.Now())
 	}
 	return e
+}
+
+// unwritten is the bytes a fill that failed had not written: from where it
+// got to (its "at", rounded down to a block) to the end of its range; the
+// whole range if the line does not say, and nothing if it names none.
+func unwritten(e logEntry) [2]int64 {
+	var a, b int64
+	if _, err := fmt.Sscanf(e.Range, "[%d,%d)", &a, &b); err != nil {
+		return [2]int64{}
+	}
+	if at, ok := e.At.(float64); ok && int64(at) > a && int64(at) <= b {
+		a = int64(at) / ledgerBlock * ledgerBlock
+	}
+	return [2]int64{a, b}
+}
+
+// addTo adds the proxy's cache events to the byte ledger's book: the bytes
+// fills that failed for space did not write, and with lives the lives of
+// blobs in the cache that ended.
+func (s *logSink) addTo(bk *book, w *world, lives bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for etag, ts := range s.livesAt {
+		if !lives {
+			break
+		}
+		if b := w.blob(etag); b != nil {
+			bk.lives[etag] = append(bk.lives[etag], ts...)
+			bk.counts[termLives][b.key] += int64(len(ts))
+		}
+	}
+	for etag, spans := range s.noSpaceLeft {
+		if b := w.blob(etag); b != nil {
+			for _, sp := range spans {
+				bk.span(termNoSpace, etag, sp[0], sp[1])
+			}
+			bk.counts[termNoSpace][b.key] += int64(len(spans))
+		}
+	}
 }
 
 // mismatches returns how often each blob's assembled content failed its hash.

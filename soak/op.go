@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,22 +15,35 @@ import (
 type opKind int
 
 const (
-	opWhole   opKind = iota // GET a whole file
-	opRange                 // GET a Range of a file
-	opHead                  // HEAD a file
-	opMissing               // GET a file no commit has
-	opTensor                // GET one tensor (or a Range of it)
-	opShard                 // GET one tensor-parallel shard of a tensor
-	opSubset                // GET a safetensors file of some tensors
-	opListing               // GET the tensor listing
-	opInfo                  // GET repo info
-	opTree                  // GET the recursive tree
+	opWhole     opKind = iota // GET a whole file
+	opRange                   // GET a Range of a file
+	opHead                    // HEAD a file
+	opMissing                 // GET a file no commit has
+	opTensor                  // GET one tensor (or a Range of it)
+	opShard                   // GET one tensor-parallel shard of a tensor
+	opSubset                  // GET a safetensors file of some tensors
+	opListing                 // GET the tensor listing
+	opInfo                    // GET repo info (all of it, or the fields of expand)
+	opTree                    // GET the recursive tree
+	opPathsInfo               // POST paths-info for a few paths
+	opBait                    // POST a pass-through path upstream answers 500: an attempt to open hubproxy's breaker
 	numOps
 )
 
 func (k opKind) String() string {
-	return [...]string{"whole", "range", "head", "missing", "tensor", "shard", "subset", "listing", "info", "tree"}[k]
+	return [...]string{"whole", "range", "head", "missing", "tensor", "shard", "subset", "listing", "info", "tree",
+		"paths-info", "bait"}[k]
 }
+
+// content reports whether an op of kind k reads file content (or what only
+// the content holds: a tensor listing), which a gated repo keeps behind its
+// gate, rather than repo metadata, which the Hub serves a gated repo's to
+// anyone (docs/hub-protocol.md §9).
+func (k opKind) content() bool { return k != opInfo && k != opTree && k != opPathsInfo && k != opBait }
+
+// noSuchRev is a branch no repo has: an allowed caller gets RevisionNotFound
+// for it, a refused one the refusal (the Hub checks the repo first).
+const noSuchRev = "soak-no-such-branch"
 
 // op is one request and what the oracle and the ledger need to know of it.
 type op struct {
@@ -45,6 +59,10 @@ type op struct {
 	tRange bool   // a Range of the tensor's bytes
 	names  []string
 	prefix string
+	// expand is the repo-info fields asked for (none: all of them); paths,
+	// the paths a paths-info request asks about.
+	expand []string
+	paths  []string
 	// files are the repo files whose bytes the op may make the proxy fetch,
 	// and sparse how many bytes it may fetch around the cache (column
 	// shards): the byte ledger's terms for reads on a full disk, reads cut
@@ -82,27 +100,53 @@ func (op *op) target() string {
 		if op.rev != "main" {
 			p += "/revision/" + rev
 		}
+		if len(op.expand) > 0 {
+			p += "?" + url.Values{"expand": op.expand}.Encode()
+		}
 		return p
 	case opTree:
 		return "/api/" + op.repo.Type().Plural() + "/" + op.repo.ID() + "/tree/" + rev + "?recursive=true"
+	case opPathsInfo:
+		return "/api/" + op.repo.Type().Plural() + "/" + op.repo.ID() + "/paths-info/" + rev
+	case opBait:
+		return "/api/" + op.repo.Type().Plural() + "/" + op.repo.ID() + baitMarker
 	}
 	panic("soak: unknown op")
 }
 
 func (op *op) method() string {
-	if op.kind == opHead {
+	switch op.kind {
+	case opHead:
 		return http.MethodHead
+	case opPathsInfo, opBait:
+		return http.MethodPost
 	}
 	return http.MethodGet
+}
+
+// body is a POST's form body: the paths asked about, as huggingface_hub
+// sends them.
+func (op *op) body() string {
+	if op.kind != opPathsInfo {
+		return ""
+	}
+	return url.Values{"paths": op.paths, "expand": {"False"}}.Encode()
 }
 
 func (op *op) ranged() bool { return op.kind == opRange || op.tRange }
 
 // request builds the op's request to the proxy at base.
 func (op *op) request(ctx context.Context, base string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, op.method(), base+op.target(), nil)
+	var body io.Reader
+	if b := op.body(); b != "" {
+		body = strings.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, op.method(), base+op.target(), body)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	if op.caller != "" {
 		req.Header.Set("Authorization", "Bearer "+op.caller)
@@ -117,6 +161,9 @@ func (op *op) String() string {
 	s := op.method() + " " + op.target()
 	if op.ranged() {
 		s += " Range: " + op.rangeHeader()
+	}
+	if op.kind == opPathsInfo {
+		s += " paths " + strings.Join(op.paths, ",")
 	}
 	return s + " as " + callerName(op.caller)
 }

@@ -37,6 +37,10 @@ const (
 	outViolation                  // wrong
 )
 
+func (o outcome) String() string {
+	return [...]string{"served", "refused", "missing", "unavailable", "violation"}[o]
+}
+
 // judgement is the oracle's finding about one response.
 type judgement struct {
 	out    outcome
@@ -84,38 +88,88 @@ func (o *oracle) judge(r *result) judgement {
 	if r.bodyErr != nil && r.done.Sub(r.sent) >= hardTimeout-time.Second {
 		return violation("hung", "body still running after %s: %v", hardTimeout, r.bodyErr)
 	}
+	if op.kind == opBait {
+		return judgeBait(r)
+	}
 	if r.status == http.StatusBadGateway && strings.Contains(r.header.Get("X-Error-Message"), "does not match its hash") &&
 		!o.mayBeCorrupt(op) {
 		return violation("wrong-bytes", "502 %q for a file upstream never corrupts", r.header.Get("X-Error-Message"))
 	}
+	// The hub's answers to this caller in the window: about the repo's
+	// files for a content route, about its metadata (public for a gated
+	// repo) for a metadata route.
+	from := r.sent.Add(-accessTTL - lateness)
+	vs := o.hist.verdicts(op.caller, op.repo, op.kind.content(), from, r.headers)
+	refused := !containsVerdict(vs, verdict{allowed: true}) // throughout the window
+	code := r.header.Get("X-Error-Code")
 	switch r.status {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return unavailable(fmt.Sprintf("%d %s", r.status, r.header.Get("X-Error-Code")))
+		if refused {
+			if j, leak := leaks(r, vs); leak {
+				return j
+			}
+		}
+		return unavailable(fmt.Sprintf("%d %s", r.status, code))
 	}
 	if r.status >= 500 {
-		return violation("status", "%d %s: %s", r.status, r.header.Get("X-Error-Code"), r.header.Get("X-Error-Message"))
+		return violation("status", "%d %s: %s", r.status, code, r.header.Get("X-Error-Message"))
 	}
-	from := r.sent.Add(-accessTTL - lateness)
-	vs := o.hist.verdicts(op.caller, op.repo, from, r.headers)
-	code := r.header.Get("X-Error-Code")
 	if code == "GatedRepo" || code == "RepoNotFound" {
-		if containsVerdict(vs, verdict{status: r.status, code: code}) {
-			return judgement{out: outRefused}
+		if !containsVerdict(vs, verdict{status: r.status, code: code}) {
+			return violation("status", "refused %d %s; the hub's answers in the window: %v", r.status, code, vs)
 		}
-		return violation("status", "refused %d %s; the hub's answers in the window: %v", r.status, code, vs)
+		if j, leak := leaks(r, vs); refused && leak {
+			return j
+		}
+		return judgement{out: outRefused}
 	}
-	if !containsVerdict(vs, verdict{allowed: true}) {
-		if r.status < 300 {
+	if refused {
+		switch {
+		case r.status < 300:
 			return violation("access", "%d with content to a caller the hub refused throughout the window (%s to %s): %v",
 				r.status, from.Format(clock), r.headers.Format(clock), vs)
+		case r.status < 400 || r.status == http.StatusRequestedRangeNotSatisfiable || code == "EntryNotFound" || code == "RevisionNotFound":
+			// The Hub checks the repo before the revision and the path:
+			// a refused caller never learns whether either exists.
+			return violation("access", "%d %s to a caller the hub refused throughout the window (%v): it tells what exists",
+				r.status, code, vs)
 		}
 		return violation("status", "%d %s to a caller the hub refuses (%v)", r.status, code, vs)
 	}
 	j := o.check(r)
 	if j.out != outViolation && r.status < 300 && len(vs) > 1 {
-		j.late = o.lateness(op.caller, op.repo, r.sent, r.headers)
+		j.late = o.lateness(op.caller, op.repo, op.kind.content(), r.sent, r.headers)
 	}
 	return j
+}
+
+// leakHeaders are the headers that tell about a file or a commit: what a
+// refusal (or an outage's 503) to a caller the hub refuses must not carry.
+var leakHeaders = []string{"X-Repo-Commit", "ETag", "X-Linked-Etag", "X-Linked-Size", "Content-Range", "X-Tensor-Dtype", "X-Tensor-Shape"}
+
+// leaks finds a header in a refusal or an unavailability answer that tells
+// a refused caller what the repo holds: its size, etag or commit.
+func leaks(r *result, vs []verdict) (judgement, bool) {
+	for _, h := range leakHeaders {
+		if v := r.header.Get(h); v != "" {
+			return violation("access", "%d %s carries %s: %s to a caller the hub refused throughout the window (%v)",
+				r.status, r.header.Get("X-Error-Code"), h, v, vs), true
+		}
+	}
+	return judgement{}, false
+}
+
+// judgeBait judges the answer to a pass-through POST that upstream answers
+// 500: any refusal or failure is right (hubproxy relays it, or refuses the
+// route), as is an outage's unavailability; a 2xx is not what upstream said.
+func judgeBait(r *result) judgement {
+	switch {
+	case r.status < 300:
+		return violation("status", "%d for a pass-through POST upstream answers 500", r.status)
+	case r.status == http.StatusServiceUnavailable || r.status == http.StatusGatewayTimeout:
+		return unavailable(fmt.Sprintf("%d %s", r.status, r.header.Get("X-Error-Code")))
+	}
+	return judgement{out: outRefused}
 }
 
 // mayBeCorrupt reports whether op reads the one file CorruptBytes hits.
@@ -134,13 +188,13 @@ const clock = "15:04:05.000"
 // lateness measures how far into the allowance an allowed answer was: how
 // long before its request the hub last allowed the caller, beyond
 // access-ttl. It is reported, not judged (judge already did).
-func (o *oracle) lateness(caller string, repo hub.Repo, sent, headers time.Time) time.Duration {
+func (o *oracle) lateness(caller string, repo hub.Repo, content bool, sent, headers time.Time) time.Duration {
 	allowed := verdict{allowed: true}
-	if containsVerdict(o.hist.verdicts(caller, repo, sent, headers), allowed) {
+	if containsVerdict(o.hist.verdicts(caller, repo, content, sent, headers), allowed) {
 		return 0
 	}
 	for d := 100 * time.Millisecond; d <= accessTTL+lateness; d += 100 * time.Millisecond {
-		if containsVerdict(o.hist.verdicts(caller, repo, sent.Add(-d), sent.Add(-d)), allowed) {
+		if containsVerdict(o.hist.verdicts(caller, repo, content, sent.Add(-d), sent.Add(-d)), allowed) {
 			return max(0, d-accessTTL)
 		}
 	}
@@ -178,6 +232,12 @@ func (o *oracle) namedCommit(r *result, named string) (*commitFix, judgement) {
 
 // check applies op's own checks to an answer the caller was allowed.
 func (o *oracle) check(r *result) judgement {
+	if r.op.rev == noSuchRev {
+		if r.status == http.StatusNotFound && r.header.Get("X-Error-Code") == "RevisionNotFound" {
+			return judgement{out: outMissing}
+		}
+		return violation("status", "%d %s for a branch the repo does not have", r.status, r.header.Get("X-Error-Code"))
+	}
 	switch r.op.kind {
 	case opWhole, opRange, opHead, opMissing:
 		return o.checkFile(r)
@@ -191,6 +251,8 @@ func (o *oracle) check(r *result) judgement {
 		return o.checkInfo(r)
 	case opTree:
 		return o.checkTree(r)
+	case opPathsInfo:
+		return o.checkPathsInfo(r)
 	}
 	return violation("status", "unknown op %v", r.op.kind)
 }

@@ -110,6 +110,8 @@ func TestOracleRanges(t *testing.T) {
 		"Content-Range", fmt.Sprintf("bytes %d-%d/%d", f.size()-10, f.size()-1, f.size()))), outServed, "")
 }
 
+// Refusals as the Hub gives them: a gated repo's files, a private repo's
+// everything. (A gated repo's metadata is anyone's: oracle_access_test.go.)
 func TestOracleRefusals(t *testing.T) {
 	o := newTestOracle(t)
 	now := time.Now()
@@ -117,18 +119,22 @@ func TestOracleRefusals(t *testing.T) {
 	cases := []struct {
 		caller string
 		repo   hub.Repo
+		kind   opKind
 		status int
 		code   string
 	}{
-		{anon, gated, 401, "GatedRepo"},
-		{tokCarol, gated, 403, "GatedRepo"},
-		{anon, private, 401, "RepoNotFound"},
-		{tokCarol, private, 404, "RepoNotFound"},
-		{tokBob, private, 404, "RepoNotFound"},
+		{anon, gated, opWhole, 401, "GatedRepo"},
+		{tokCarol, gated, opWhole, 403, "GatedRepo"},
+		{anon, private, opWhole, 401, "RepoNotFound"},
+		{tokCarol, private, opWhole, 404, "RepoNotFound"},
+		{tokBob, private, opWhole, 404, "RepoNotFound"},
+		{anon, private, opInfo, 401, "RepoNotFound"},
+		{tokCarol, private, opTree, 404, "RepoNotFound"},
+		{tokBob, private, opPathsInfo, 404, "RepoNotFound"},
 	}
 	for _, c := range cases {
-		q := &op{kind: opInfo, caller: c.caller, repo: c.repo, rev: "main"}
-		name := callerName(c.caller) + " on " + c.repo.String()
+		q := &op{kind: c.kind, caller: c.caller, repo: c.repo, rev: "main", path: "config.json", paths: []string{"config.json"}}
+		name := callerName(c.caller) + " " + c.kind.String() + " on " + c.repo.String()
 		wantOut(t, name, o.judge(o.answer(q, now, c.status, nil, "X-Error-Code", c.code)), outRefused, "")
 		wrong := 404
 		if c.status == 404 {
@@ -138,7 +144,7 @@ func TestOracleRefusals(t *testing.T) {
 		wantOut(t, name+", served", o.judge(o.answer(q, now, 200, []byte("{}"))), outViolation, "access")
 	}
 	// Alice, approved, must not be refused.
-	q := &op{kind: opInfo, caller: tokAlice, repo: gated, rev: "main"}
+	q := &op{kind: opWhole, caller: tokAlice, repo: gated, rev: "main", path: "config.json"}
 	wantOut(t, "alice refused", o.judge(o.answer(q, now, 403, nil, "X-Error-Code", "GatedRepo")), outViolation, "status")
 }
 

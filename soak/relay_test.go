@@ -25,12 +25,15 @@ func TestRelayForwardsRefusesAndCounts(t *testing.T) {
 	defer srv.Close()
 	defer close(block)
 	var (
-		mu   sync.Mutex
-		lost = map[string]int64{}
+		mu       sync.Mutex
+		lost     = map[string]int64{}
+		complete = map[string]bool{}
+		ranges   = map[string]string{}
 	)
-	r, err := newRelay("test", srv.Listener.Addr().String(), func(line string, n int64) {
+	r, err := newRelay("test", srv.Listener.Addr().String(), func(line, rng string, n int64, whole bool) {
 		mu.Lock()
 		lost[line] += n
+		complete[line], ranges[line] = whole, rng
 		mu.Unlock()
 	})
 	if err != nil {
@@ -47,6 +50,27 @@ func TestRelayForwardsRefusesAndCounts(t *testing.T) {
 	if string(b) != "hello" {
 		t.Fatalf("relayed %q", b)
 	}
+	// A connection that ends after a whole answer lost nothing in flight,
+	// and says so.
+	req, _ := http.NewRequest("GET", r.URL()+"/ranged", nil)
+	req.Header.Set("Range", "bytes=3-4")
+	if resp, err := c.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	c.CloseIdleConnections()
+	waitUntil(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return lost["GET /ranged HTTP/1.1"] > 0
+	})
+	mu.Lock()
+	if !complete["GET /ranged HTTP/1.1"] || ranges["GET /ranged HTTP/1.1"] != "bytes=3-4" {
+		t.Errorf("a whole answer's end: complete %v, Range %q", complete["GET /ranged HTTP/1.1"], ranges["GET /ranged HTTP/1.1"])
+	}
+	mu.Unlock()
 
 	// A partition cuts an answer in flight, and the relay says which.
 	resp, err = c.Get(r.URL() + "/slow")
@@ -67,6 +91,10 @@ func TestRelayForwardsRefusesAndCounts(t *testing.T) {
 		defer mu.Unlock()
 		return lost["GET /slow HTTP/1.1"] > 1000
 	})
+	if mu.Lock(); complete["GET /slow HTTP/1.1"] {
+		t.Error("an answer cut in flight counted as whole")
+	}
+	mu.Unlock()
 	if _, err := c.Get(r.URL() + "/hi"); err == nil {
 		t.Error("a refusing relay answered")
 	}
@@ -88,6 +116,47 @@ func TestRelayForwardsRefusesAndCounts(t *testing.T) {
 		t.Errorf("after the outage: %v", err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// A POST to a bait path is answered 500 by the relay itself, never
+// reaching the hub; other requests pass as before.
+func TestRelayAnswersBait(t *testing.T) {
+	var seen sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.URL.Path, true)
+		io.WriteString(w, "hello")
+	}))
+	defer srv.Close()
+	r, err := newRelay("test", srv.Listener.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	for i := range 3 {
+		resp, err := c.Post(r.URL()+"/api/models/a/b"+baitMarker, "application/json", strings.NewReader(`{"n":1}`))
+		if err != nil {
+			t.Fatalf("bait %d: %v", i, err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 500 {
+			t.Errorf("bait %d: %d", i, resp.StatusCode)
+		}
+		resp, err = c.Get(r.URL() + "/hi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "hello" {
+			t.Errorf("after a bait: %q", b)
+		}
+	}
+	waitUntil(t, func() bool { return r.baited.Load() == 3 }) // counted once the relay's side is done
+	if _, ok := seen.Load("/api/models/a/b" + baitMarker); ok {
+		t.Error("the bait reached the hub")
 	}
 }
 

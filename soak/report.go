@@ -25,7 +25,7 @@ type Report struct {
 	Faulted, Upstream                               int64
 	FaultsByKind                                    map[string]int64
 	RelayRefused                                    int64
-	Kills, DiskFills, Outages                       int64
+	Kills, DiskFills, Outages, Storms, Attacks      int64
 	Stale, LateN                                    int64
 	LateMax                                         time.Duration
 
@@ -35,6 +35,7 @@ type Report struct {
 	Blobs, CorruptBlobs   int
 	Verify                []string
 	Herd                  []string
+	Breaker               []string
 	Ledger                []ledgerLine
 	StoreOn               bool
 	Store                 storeLine
@@ -69,6 +70,7 @@ func (s *soak) collect(rep *Report) {
 		rep.Upstream += u.hub.Counters().Requests
 	}
 	rep.Kills, rep.DiskFills, rep.Outages = s.kills.Load(), s.diskFills.Load(), s.outages.Load()
+	rep.Storms, rep.Attacks = s.storms.Load(), s.attacks.Load()
 	s.stats.mu.Lock()
 	rep.Stale, rep.LateN, rep.LateMax = s.stats.stale, s.stats.lateN, s.stats.lateMax
 	rep.failures = append([]failure(nil), s.stats.failures...)
@@ -140,6 +142,8 @@ func (r *Report) markdown() string {
 	}
 	row("disk fills", disk)
 	row("upstream outages", r.Outages)
+	row("upstream error storms (503 or 429 to everything)", r.Storms)
+	row("attacker requests (refused callers on gated repos around outages and storms)", r.Attacks)
 	row("wrong bytes", r.WrongBytes)
 	row("gated/private bytes to a refused caller", r.AccessViolations)
 	row("violations (all kinds)", r.Violations)
@@ -153,19 +157,18 @@ func (r *Report) markdown() string {
 	row("answers that used the lateness allowance", fmt.Sprintf("%d (at most %s beyond access-ttl)", r.LateN, r.LateMax.Round(time.Millisecond)))
 	for _, l := range r.Ledger {
 		t := l.total
-		store := ""
-		if r.StoreOn {
-			store = fmt.Sprintf(", %s by the store's events, %s asked for while off the store", mib(t.store), mib(t.offStore))
-		}
-		row("upstream bytes, "+l.proxy, fmt.Sprintf("%s sent, %s in complete answers; %s fetched again within a cache life, "+
-			"where at most %s is explained (%s cut in flight, %s failed for space, %s spoiled by faults, %s sparse reads, %s reads on a full disk%s)",
-			mib(l.sent), mib(t.complete), mib(t.refetch), mib(t.slack), mib(t.lost), mib(t.noSpace), mib(t.spoiled), mib(t.sparse), mib(t.bypass), store))
+		row("upstream bytes, "+l.proxy, fmt.Sprintf("%s sent, %s in complete answers; %s fetched again (beyond one fetch per block), "+
+			"%s of it explained block by block, each event one refetch of each block it touched (credited: %s)",
+			mib(l.sent), mib(t.complete), mib(t.refetch), mib(t.explained), t.grantedLine()))
 	}
 	if r.StoreOn {
 		r.storeRows(row)
 	}
 	for _, h := range r.Herd {
 		row("herd", h)
+	}
+	for _, b := range r.Breaker {
+		row("breaker bait", b)
 	}
 	for _, v := range r.Verify {
 		row("cache verify", v)

@@ -42,6 +42,7 @@ type soak struct {
 	cold    *proxy
 
 	kills, diskFills, outages atomic.Int64
+	storms, attacks           atomic.Int64
 	storeKills, storeOutages  atomic.Int64
 	claimantKills             atomic.Int64
 	peakRSS                   atomic.Int64
@@ -166,7 +167,7 @@ func (s *soak) setup() error {
 func (s *soak) newProxy(name string, crashy bool, u *upstream) (*proxy, error) {
 	hubAddr, cdnAddr := hostOf(u.hub.URL), hostOf(u.hub.CDNURL)
 	l := newLedger(s.w, u.hub, "", "")
-	l.shared = s.store != nil
+	l.shared, l.hist = s.store != nil, s.hist
 	var err error
 	if u.hubRelay, err = newRelay(name+"-hub", hubAddr, l.relayLost); err != nil {
 		return nil, err
@@ -243,8 +244,9 @@ func (s *soak) run(ctx context.Context) *Report {
 	<-chaos.Done()
 	stopChaos()
 	bg.Wait()
+	s.gen.calm.Store(true)
 	for _, u := range s.ups {
-		u.hub.SetFaults(hubtest.Faults{})
+		u.setFaults(hubtest.Faults{})
 	}
 	s.events.add("phase", "chaos over")
 	if ctx.Err() != nil {
@@ -269,7 +271,7 @@ func (s *soak) rearmFaults(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, u := range s.ups {
-			u.hub.SetFaults(plan.next())
+			u.setFaults(plan.next())
 		}
 		select {
 		case <-ctx.Done():

@@ -22,23 +22,25 @@ const (
 	actStoreKill                     // SIGKILL the shared store, restart it on its data after hold
 	actStoreOutage                   // make the shared store unreachable (mode) for hold
 	actTamper                        // change a stored chunk's bytes, keeping its size (onDisk: in MinIO's files)
+	actStorm                         // make the hub answer everything 503 (tooMany: 429) for hold
 )
 
 func (k actionKind) String() string {
 	return [...]string{"kill", "disk-fill", "outage", "revoke", "grant", "access", "commit", "expire-urls",
-		"store-kill", "store-outage", "tamper"}[k]
+		"store-kill", "store-outage", "tamper", "storm"}[k]
 }
 
 // action is one scheduled piece of chaos.
 type action struct {
-	at     time.Duration // from the start of the chaos
-	kind   actionKind
-	target int           // proxy index; -1 = every proxy (outage)
-	hold   time.Duration // how long a kill, disk fill or outage lasts
-	mode   relayMode     // outage
-	gated  bool          // access
-	priv   bool          // access
-	onDisk bool          // tamper: in MinIO's data directory, else through the S3 API
+	at      time.Duration // from the start of the chaos
+	kind    actionKind
+	target  int           // proxy index; -1 = every proxy (outage)
+	hold    time.Duration // how long a kill, disk fill or outage lasts
+	mode    relayMode     // outage
+	gated   bool          // access
+	priv    bool          // access
+	onDisk  bool          // tamper: in MinIO's data directory, else through the S3 API
+	tooMany bool          // storm: 429 rather than 503
 	// kill: rather than target, a crashy proxy caught holding a chunk
 	// claim, so another must take the chunk over (storechaos.go)
 	claimant bool
@@ -66,6 +68,12 @@ func (a action) String() string {
 		s += fmt.Sprintf(" %s for %s", a.mode, a.hold.Round(time.Millisecond))
 	case actTamper:
 		s += map[bool]string{true: " on disk", false: " through the S3 API"}[a.onDisk]
+	case actStorm:
+		who := fmt.Sprintf("proxy %d's hub", a.target)
+		if a.target < 0 {
+			who = "every hub"
+		}
+		s += fmt.Sprintf(" %s answers %s to everything for %s", who, map[bool]string{true: "429", false: "503"}[a.tooMany], a.hold.Round(time.Millisecond))
 	}
 	return s
 }
@@ -150,6 +158,15 @@ func makeSchedule(seed uint64, o scheduleOpts) []action {
 			}
 		}
 	}
+	// Drawn last, so a seed's schedule is the same as before storms
+	// joined, storms aside.
+	every(between(10*time.Second, 30*time.Second), 25*time.Second, 45*time.Second, func(t time.Duration) []action {
+		target := -1
+		if rng.IntN(2) == 0 {
+			target = rng.IntN(o.proxies)
+		}
+		return []action{{at: t, kind: actStorm, target: target, tooMany: rng.IntN(2) == 0, hold: between(3*time.Second, 8*time.Second)}}
+	})
 	sort.SliceStable(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
 	return acts
 }

@@ -98,7 +98,8 @@ func (st *objectStore) URL() string {
 // AWS variables, as a deployed node gets them.
 func (st *objectStore) env() []string {
 	return []string{"AWS_ACCESS_KEY_ID=" + storeUser, "AWS_SECRET_ACCESS_KEY=" + storeSecret,
-		"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true"}
+		"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
+		"HUBPROXY_SHARED_STORE_SECRET=" + chunkSecret}
 }
 
 // start runs MinIO and waits until it is live. The process is started from

@@ -1,9 +1,18 @@
 package soak
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
+	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
 
 func TestChunkKeysAndObjects(t *testing.T) {
@@ -17,19 +26,64 @@ func TestChunkKeysAndObjects(t *testing.T) {
 			t.Errorf("%s parsed as a chunk", bad)
 		}
 	}
-	data := []byte("chunk bytes")
-	sum := sha256.Sum256(data)
-	obj := append(append([]byte(nil), data...), sum[:]...)
-	if got, err := payloadOf(obj); err != nil || string(got) != string(data) {
+	// An object as hubproxy seals it, checked by the scan's own reading of
+	// the format: the two must agree, or the scan is no oracle.
+	data := []byte("chunk bytes of a file")
+	c = chunkRef{etag: strings.Repeat("ab", 32), size: 64, index: 0}
+	obj := sealedByHubproxy(t, c.etag, data)
+	if got, err := payloadOf(c, obj); err != nil || string(got) != string(data) {
 		t.Fatalf("payload %q %v", got, err)
 	}
+	moved := c
+	moved.index = 1
+	if _, err := payloadOf(moved, obj); err == nil {
+		t.Error("a chunk's object passed at another index")
+	}
 	obj[2] ^= 1
-	if _, err := payloadOf(obj); err == nil {
-		t.Error("a changed object passed its digest")
+	if _, err := payloadOf(c, obj); err == nil {
+		t.Error("a changed object passed its seal")
 	}
-	if _, err := payloadOf([]byte("short")); err == nil {
-		t.Error("an object shorter than a digest passed")
+	obj[2] ^= 1
+	sum := sha256.Sum256(data)
+	if _, err := payloadOf(c, append(append([]byte(nil), data...), sum[:]...)); err == nil {
+		t.Error("an object of the bytes and their sha256 (layout v2) passed")
 	}
+	if _, err := payloadOf(c, []byte("short")); err == nil {
+		t.Error("an object shorter than a seal passed")
+	}
+}
+
+// sealedByHubproxy is the object hubproxy's sharing puts for a one-chunk
+// file of data, under the soak's secret.
+func sealedByHubproxy(t *testing.T, etag string, data []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := sharedstore.Open(context.Background(), "file://"+dir, sharedstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sharedfill.New(store, sharedfill.Options{Secret: []byte(chunkSecret), ChunkSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.Origin(etag, int64(len(data)), bytesUpstream(data)).FetchRange(context.Background(), 0, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, body)
+	body.Close()
+	s.Close() // the chunk is put
+	obj, err := os.ReadFile(filepath.Join(dir, storeLayout, "chunks", etag, "64", "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+type bytesUpstream []byte
+
+func (b bytesUpstream) FetchRange(_ context.Context, off, n int64) (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b[off : off+n])), nil
 }
 
 func TestClaimOwners(t *testing.T) {

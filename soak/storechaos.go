@@ -91,7 +91,7 @@ func (s *soak) tamper(ctx context.Context, a action) {
 			continue
 		}
 		want, werr := s.w.expected(c)
-		if got, perr := payloadOf(obj); werr != nil || perr != nil || !bytes.Equal(got, want) {
+		if got, perr := payloadOf(c, obj); werr != nil || perr != nil || !bytes.Equal(got, want) {
 			continue // already wrong: not a fresh tamper
 		}
 		at := s.tampers.intN(len(want))
@@ -183,7 +183,7 @@ func (s *soak) checkTampered(ctx context.Context) (repaired int) {
 		}
 		c, _ := parseChunkKey(t.key)
 		want, werr := s.w.expected(c)
-		got, perr := payloadOf(obj)
+		got, perr := payloadOf(c, obj)
 		if err != nil || werr != nil || perr != nil || !bytes.Equal(got, want) {
 			s.fail("store", fmt.Sprintf("the chunk tampered with at %s (%s) is still not the hub's bytes after every file was read: %v %v %v (object sha256 %x)",
 				t.at.Format(clock), t.key, err, werr, perr, sha256.Sum256(obj)))

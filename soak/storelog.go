@@ -3,6 +3,7 @@ package soak
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,13 +29,20 @@ type storeEvents struct {
 	// of the file from the store after it failed verification: the
 	// cluster fetches it again from scratch.
 	forgets map[string]int
+	// The byte ledger's view of the same: the chunk each chunk event names
+	// (chunkSpans; chunkLoose counts those whose key names none), and when
+	// each drop of a file was logged.
+	chunkSpans map[string][][2]int64
+	chunkLoose map[string]int
+	forgetAt   map[string][]time.Time
 	// other counts shared-store lines the ledger knows no meaning of, by
 	// message: shown in the report, so a new kind is noticed.
 	other map[string]int
 }
 
 func newStoreEvents() storeEvents {
-	return storeEvents{chunks: map[string]int{}, forgets: map[string]int{}, other: map[string]int{}}
+	return storeEvents{chunks: map[string]int{}, forgets: map[string]int{}, other: map[string]int{},
+		chunkSpans: map[string][][2]int64{}, chunkLoose: map[string]int{}, forgetAt: map[string][]time.Time{}}
 }
 
 // The messages, as internal/sharedfill and internal/app log them.
@@ -85,8 +93,14 @@ func (ev *storeEvents) note(e logEntry, now time.Time) {
 		ev.closeDown(now)
 	case slices.Contains(storeChunkMsgs, e.Msg):
 		ev.chunks[etag]++
+		if a, b, ok := keyChunk(e.Key); ok {
+			ev.chunkSpans[etag] = append(ev.chunkSpans[etag], [2]int64{a, b})
+		} else {
+			ev.chunkLoose[etag]++
+		}
 	case slices.Contains(storeForgetMsgs, e.Msg):
 		ev.forgets[etag]++
+		ev.forgetAt[etag] = append(ev.forgetAt[etag], now)
 	case slices.Contains(storeQuietMsgs, e.Msg):
 	default:
 		ev.other[e.Msg]++
@@ -101,8 +115,16 @@ func (ev *storeEvents) closeDown(t time.Time) {
 }
 
 func (ev *storeEvents) clone() storeEvents {
-	return storeEvents{down: append([]window(nil), ev.down...), chunks: maps.Clone(ev.chunks),
-		forgets: maps.Clone(ev.forgets), other: maps.Clone(ev.other)}
+	out := storeEvents{down: append([]window(nil), ev.down...), chunks: maps.Clone(ev.chunks),
+		forgets: maps.Clone(ev.forgets), other: maps.Clone(ev.other), chunkLoose: maps.Clone(ev.chunkLoose),
+		chunkSpans: map[string][][2]int64{}, forgetAt: map[string][]time.Time{}}
+	for k, v := range ev.chunkSpans {
+		out.chunkSpans[k] = slices.Clone(v)
+	}
+	for k, v := range ev.forgetAt {
+		out.forgetAt[k] = slices.Clone(v)
+	}
+	return out
 }
 
 // storeGrace widens a down stretch: the first line may reach the driver a
@@ -117,11 +139,17 @@ const storeGrace = 10 * time.Second
 // for while the proxy served around the store.
 func (ev *storeEvents) offStore(t time.Time) bool {
 	for _, w := range ev.down {
-		if t.After(w.start.Add(-time.Second)) && (w.end.IsZero() || t.Before(w.end.Add(storeGrace))) {
+		if w.offStore(t) {
 			return true
 		}
 	}
 	return false
+}
+
+// offStore reports whether an answer that ended at t may have been asked
+// for during the down stretch w.
+func (w window) offStore(t time.Time) bool {
+	return t.After(w.start.Add(-time.Second)) && (w.end.IsZero() || t.Before(w.end.Add(storeGrace)))
 }
 
 // keyETag is the etag in a store key: v2/chunks/<etag>/… or v2/claims/<etag>/….
@@ -131,6 +159,22 @@ func keyETag(key string) string {
 		return parts[2]
 	}
 	return ""
+}
+
+// keyChunk is the byte span of the chunk a store key names, whatever the
+// layout version: <layout>/chunks/<etag>/<chunk size>/<index> or
+// <layout>/claims/<etag>/<chunk size>/<index>/<generation>.
+func keyChunk(key string) (a, b int64, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) < 5 {
+		return 0, 0, false
+	}
+	size, err1 := strconv.ParseInt(parts[3], 10, 64)
+	idx, err2 := strconv.ParseInt(parts[4], 10, 64)
+	if err1 != nil || err2 != nil || size <= 0 || idx < 0 {
+		return 0, 0, false
+	}
+	return idx * size, (idx + 1) * size, true
 }
 
 // storeEnded closes the store's down stretch with the incarnation.

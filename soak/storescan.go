@@ -3,7 +3,9 @@ package soak
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,11 +20,15 @@ import (
 
 // The store's layout as hubproxy writes it (internal/sharedfill), read here
 // independently of hubproxy's own code, so that the scan is an oracle and
-// not hubproxy checking itself: chunk objects (the chunk's bytes, then
-// their sha256) at <prefix>/<layout>/chunks/<etag>/<chunk size>/<index>,
-// claims at
+// not hubproxy checking itself: chunk objects (the chunk's bytes, then the
+// id of the secret that sealed them and their HMAC, see payloadOf) at
+// <prefix>/<layout>/chunks/<etag>/<chunk size>/<index>, claims at
 // <prefix>/<layout>/claims/<etag>/<chunk size>/<index>/<generation>.
-const storeLayout = "v2"
+const storeLayout = "v3"
+
+// chunkSecret is the proxies' shared-store secret (their environment has
+// it, as HUBPROXY_SHARED_STORE_SECRET), with which the scan checks seals.
+const chunkSecret = "hubproxysoak-chunk-seal-secret-0123456789abcdef"
 
 var (
 	chunkKeyPrefix = storePrefix + "/" + storeLayout + "/chunks/"
@@ -55,15 +61,35 @@ func parseChunkKey(key string) (chunkRef, bool) {
 	return chunkRef{key: key, etag: parts[0], size: size, index: idx}, true
 }
 
-// payloadOf is the chunk bytes an object holds (they come first, then their
-// sha256), or why it holds none.
-func payloadOf(obj []byte) ([]byte, error) {
-	if len(obj) < sha256.Size {
+// payloadOf is the chunk bytes an object of chunk c holds, or why it holds
+// none. The bytes come first, then the 8-byte id of the secret that sealed
+// them, then HMAC-SHA256 under a key derived from the secret of: the
+// layout ("v3/"), the etag, a NUL, the chunk size, index and length (each
+// 8 bytes big-endian), the id and the bytes.
+func payloadOf(c chunkRef, obj []byte) ([]byte, error) {
+	const idLen = 8
+	if len(obj) < idLen+sha256.Size {
 		return nil, fmt.Errorf("a %d-byte object is too short for a chunk", len(obj))
 	}
-	data, sum := obj[:len(obj)-sha256.Size], obj[len(obj)-sha256.Size:]
-	if want := sha256.Sum256(data); !bytes.Equal(sum, want[:]) {
-		return nil, errors.New("the chunk's bytes do not match the digest it carries")
+	n := len(obj) - idLen - sha256.Size
+	data, id, tag := obj[:n], obj[n:n+idLen], obj[n+idLen:]
+	derive := func(label string) []byte {
+		m := hmac.New(sha256.New, []byte(chunkSecret))
+		m.Write([]byte(label))
+		return m.Sum(nil)
+	}
+	if !bytes.Equal(id, derive("hubproxy shared-store secret id")[:idLen]) {
+		return nil, errors.New("the chunk is sealed under another secret than the proxies'")
+	}
+	m := hmac.New(sha256.New, derive("hubproxy shared-store chunk mac"))
+	m.Write([]byte(storeLayout + "/" + c.etag + "\x00"))
+	for _, v := range []int64{c.size, c.index, int64(n)} {
+		m.Write(binary.BigEndian.AppendUint64(nil, uint64(v)))
+	}
+	m.Write(id)
+	m.Write(data)
+	if !hmac.Equal(tag, m.Sum(nil)) {
+		return nil, errors.New("the chunk's bytes do not match the seal it carries")
 	}
 	return data, nil
 }
@@ -148,7 +174,7 @@ func (s *soak) scanStore(ctx context.Context) (*storeScan, error) {
 			continue
 		}
 		want, werr := s.w.expected(c)
-		got, perr := payloadOf(obj)
+		got, perr := payloadOf(c, obj)
 		if werr != nil || perr != nil || !bytes.Equal(got, want) {
 			sc.wrong = append(sc.wrong, c.key)
 			sc.badETags[c.etag] = true

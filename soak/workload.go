@@ -2,24 +2,33 @@ package soak
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // opWeights is the workload's mix, in parts of 100.
 func opWeight(k opKind) int {
-	return [...]int{opWhole: 18, opRange: 22, opHead: 6, opMissing: 3, opTensor: 10, opShard: 10,
-		opSubset: 6, opListing: 5, opInfo: 11, opTree: 9}[k]
+	return [...]int{opWhole: 18, opRange: 20, opHead: 6, opMissing: 3, opTensor: 10, opShard: 10,
+		opSubset: 6, opListing: 5, opInfo: 10, opTree: 8, opPathsInfo: 3, opBait: 1}[k]
 }
 
 // generator draws ops from the world as it is now.
 type generator struct {
 	w    *world
 	hist *history
+	// calm stops the attacker's breaker bait once the chaos is over: the
+	// quiet phase checks the breaker on its own (final.go), so that an
+	// open breaker is reported as what it is.
+	calm atomic.Bool
 }
 
 // next draws one op with rng.
 func (g *generator) next(rng *rand.Rand) *op {
 	kind := pickKind(rng)
+	for kind == opBait && g.calm.Load() {
+		kind = pickKind(rng)
+	}
 	repos := g.w.repos
 	fix := repos[rng.IntN(len(repos))]
 	if kind >= opTensor && kind <= opListing {
@@ -36,7 +45,12 @@ func (g *generator) next(rng *rand.Rand) *op {
 	}
 	c := g.w.commit(commit)
 	switch kind {
-	case opWhole, opRange, opHead:
+	case opWhole, opHead:
+		g.fileOp(rng, o, c)
+		if rng.IntN(100) < 4 {
+			o.rev = noSuchRev // the repo's checks come first: see oracle.check
+		}
+	case opRange:
 		g.fileOp(rng, o, c)
 	case opMissing:
 		o.path = "missing/" + randName(rng) + ".bin"
@@ -48,10 +62,44 @@ func (g *generator) next(rng *rand.Rand) *op {
 	case opListing:
 		o.files = stFiles(c)
 		o.limit = 1 << 20
+	case opInfo:
+		infoOp(rng, o)
+	case opPathsInfo:
+		pathsOp(rng, o, c)
 	default:
 		o.limit = 1 << 20
 	}
 	return o
+}
+
+// infoOp fills in a repo info request: now and then a projection
+// (expand=private, expand=gated, both), or a branch the repo does not have.
+func infoOp(rng *rand.Rand, o *op) {
+	o.limit = 1 << 20
+	switch n := rng.IntN(100); {
+	case n < 10:
+		o.expand = []string{"private"}
+	case n < 20:
+		o.expand = []string{"gated"}
+	case n < 25:
+		o.expand = []string{"private", "gated"}
+	case n < 30:
+		o.rev = noSuchRev
+	}
+}
+
+// pathsOp fills in a paths-info request: one to three of c's paths, and
+// now and then one no commit has.
+func pathsOp(rng *rand.Rand, o *op, c *commitFix) {
+	o.limit = 1 << 20
+	for range 1 + rng.IntN(3) {
+		if p := c.paths[rng.IntN(len(c.paths))]; !slices.Contains(o.paths, p) {
+			o.paths = append(o.paths, p)
+		}
+	}
+	if rng.IntN(4) == 0 {
+		o.paths = append(o.paths, "missing/"+randName(rng)+".bin")
+	}
 }
 
 func pickKind(rng *rand.Rand) opKind {

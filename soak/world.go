@@ -66,6 +66,9 @@ type commitFix struct {
 	paths   []string // sorted
 	tensors map[string]*tensorFix
 	names   []string // tensor names, sorted
+	// headerEnd is, per safetensors file, where its header ends: the
+	// bytes the tensor API reads before any tensor's.
+	headerEnd map[string]int64
 }
 
 func (c *commitFix) tensorBytes(t *tensorFix) []byte {
@@ -220,7 +223,7 @@ func (w *world) blobsByKey(key string) *blobFix {
 // addCommit records commit id of repo, holding files, and checks that the
 // hub names every file as the world does.
 func (w *world) addCommit(h *hubtest.Hub, repo hub.Repo, id string, files []hubtest.File) error {
-	c := &commitFix{id: id, repo: repo, files: map[string]*blobFix{}, tensors: map[string]*tensorFix{}}
+	c := &commitFix{id: id, repo: repo, files: map[string]*blobFix{}, tensors: map[string]*tensorFix{}, headerEnd: map[string]int64{}}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, f := range files {
@@ -249,6 +252,7 @@ func (w *world) addCommit(h *hubtest.Hub, repo hub.Repo, id string, files []hubt
 			if err != nil {
 				return fmt.Errorf("soak: fixture %s: %w", f.Path, err)
 			}
+			c.headerEnd[f.Path] = st.DataStart
 			for _, t := range st.Tensors {
 				c.tensors[t.Name] = &tensorFix{name: t.Name, dtype: t.DType, shape: t.Shape, file: f.Path,
 					off: st.DataStart + t.Begin, n: t.End - t.Begin}
