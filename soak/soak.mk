@@ -19,6 +19,7 @@ soak-bin: build
 
 soak: soak-bin minio
 	./$(SOAK_BIN) -hubproxy $(BIN) -minio $(CURDIR)/$(MINIO) $(SOAK_FLAGS)
+	$(GO) test -race -timeout 30m -run 'TestAccessModel$$' ./internal/app/ -args -model.steps=2000 -model.seeds=4 -model.random
 
 soak-ci: soak-bin minio
 	./$(SOAK_BIN) -hubproxy $(BIN) -minio $(CURDIR)/$(MINIO) -duration 2m $(SOAK_FLAGS)
