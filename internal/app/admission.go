@@ -3,6 +3,8 @@ package app
 import (
 	"bufio"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
@@ -24,6 +26,28 @@ func newAdmission(cfg Config) (*server.Admission, error) {
 		return nil, fmt.Errorf("allow-repos / deny-repos / client-tokens-file: %w", err)
 	}
 	return a, nil
+}
+
+// redirectCheck holds every redirect the upstream answers on its own origin
+// to the admission rules (nil when there are none): a renamed repo's old
+// name redirects to its new one, which the patterns may refuse. Paths are
+// made relative to the upstream's root first, as a proxy chain's upstream
+// may sit under a prefix.
+func redirectCheck(upstream string, a *server.Admission) func(*url.URL) error {
+	if a == nil {
+		return nil
+	}
+	base := ""
+	if u, err := url.Parse(upstream); err == nil {
+		base = strings.TrimSuffix(u.EscapedPath(), "/")
+	}
+	return func(target *url.URL) error {
+		p, ok := strings.CutPrefix(target.EscapedPath(), base)
+		if !ok {
+			return a.Redirect(http.MethodGet, target.EscapedPath())
+		}
+		return a.Redirect(http.MethodGet, p)
+	}
 }
 
 // readTokens reads one token per line; blank lines and lines starting with

@@ -277,6 +277,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		StallTimeout:    cfg.StallTimeout,
 		MetadataTimeout: cfg.MetadataTimeout,
 		Cooldown:        cfg.UpstreamCooldown,
+		CheckRedirect:   redirectCheck(upstream, admission),
 		Logger:          log.With("component", "upstream"),
 	})
 	if err != nil {

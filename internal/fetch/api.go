@@ -114,7 +114,13 @@ func (c *Client) api(ctx context.Context, relay bool, method, pathAndQuery, auth
 		}
 		// A relative redirect stays on the upstream, so the credentials
 		// may follow it; a GET or HEAD carries no body to resend.
-		u = u.ResolveReference(ref)
+		next := u.ResolveReference(ref)
+		if err := c.followable(next); err != nil {
+			timer.Stop()
+			cancel(nil)
+			return nil, err
+		}
+		u = next
 		body, contentType = nil, ""
 	}
 }

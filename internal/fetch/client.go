@@ -60,6 +60,13 @@ type Options struct {
 	// MaxRedirects bounds the redirects one call follows. Default 10;
 	// negative follows none.
 	MaxRedirects int
+	// CheckRedirect, when set, is asked before every redirect followed to
+	// the upstream's own origin (a renamed repo's old name answers with a
+	// redirect to the new one): an error ends the call with it. It lets the
+	// caller hold a redirect target to the rules it holds the request to
+	// (allow-repos / deny-repos). Redirects to other hosts (a CDN) carry no
+	// credentials and name content already resolved, and are not asked.
+	CheckRedirect func(target *url.URL) error
 	// Retries is the number of extra attempts after a network error, 5xx or
 	// 429, made only before any body byte is returned. Default 3; negative
 	// disables retries. Backoff is exponential from 100ms to 2s, stretched to
@@ -96,6 +103,7 @@ type Client struct {
 	rt           http.RoundTripper
 	metaTimeout  time.Duration
 	maxRedirects int
+	checkRedir   func(*url.URL) error // nil: every same-origin redirect is followed
 	retries      int
 	stall        time.Duration
 	breaker      *breaker
@@ -125,6 +133,7 @@ func New(opts Options) (*Client, error) {
 		rt:            tr,
 		metaTimeout:   opts.MetadataTimeout,
 		maxRedirects:  opts.MaxRedirects,
+		checkRedir:    opts.CheckRedirect,
 		retries:       opts.Retries,
 		stall:         opts.StallTimeout,
 		backoffMin:    100 * time.Millisecond,
@@ -321,4 +330,13 @@ func bodyReader(b []byte) io.Reader {
 		return nil
 	}
 	return bytes.NewReader(b)
+}
+
+// followable asks CheckRedirect about a redirect to target, when the target
+// is on the upstream's own origin.
+func (c *Client) followable(target *url.URL) error {
+	if c.checkRedir == nil || !c.sameOrigin(target) {
+		return nil
+	}
+	return c.checkRedir(target)
 }

@@ -117,7 +117,11 @@ func (c *Client) rangedGet(ctx context.Context, rawURL, auth, rangeHeader string
 			if hop >= c.maxRedirects {
 				return nil, nil, nil, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}
 			}
-			u = u.ResolveReference(ref)
+			next := u.ResolveReference(ref)
+			if err := c.followable(next); err != nil {
+				return nil, nil, nil, err
+			}
+			u = next
 		default:
 			g.stop()
 			return nil, nil, nil, newStatusError(resp, u, true, c.secrets(authz))

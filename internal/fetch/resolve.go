@@ -86,7 +86,11 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 			}
 			// huggingface_hub re-issues the HEAD with the target's path
 			// only; the hub's own relative redirects are built for that.
-			u = u.ResolveReference(&url.URL{Path: ref.Path, RawPath: ref.RawPath})
+			next := u.ResolveReference(&url.URL{Path: ref.Path, RawPath: ref.RawPath})
+			if err := c.followable(next); err != nil {
+				return FileMeta{}, err
+			}
+			u = next
 		default:
 			return FileMeta{}, newStatusError(resp, u, false, c.secrets(authz))
 		}

@@ -36,12 +36,22 @@ func (r *Resolver) probeVisibility(ctx context.Context, repo hub.Repo) <-chan si
 func (r *Resolver) AnsweredMetadata(auth string, repo hub.Repo, err error) {
 	var se *fetch.StatusError
 	switch {
-	case err == nil:
+	case err == nil && auth != "":
+		// Not for anonymous callers: they all share one identity, and one
+		// grant would outlive the repo turning private for every one of
+		// them. Their cached metadata replays by the answer's own time
+		// (MayReplayMetadata's anonAt), which a later "not public" ends.
 		r.policy.grantedMeta(callerHash(auth), repo)
 	case errors.As(err, &se) && refusal(se):
 		r.refused(auth, repo, se)
 	}
 }
+
+// NotPublic records that an answer of upstream's about repo itself said it
+// is private or gated. That direction is safe to learn from any answer,
+// a client's projected one included: it only ever makes the policy
+// stricter. Only hubproxy's own probe can say a repo is public.
+func (r *Resolver) NotPublic(repo hub.Repo) { r.policy.visible(repo, false) }
 
 // answeredFile records what upstream answered a caller's resolve of a file:
 // its metadata is a grant of the repo's files to a credential (anonymous

@@ -53,8 +53,9 @@ type policy struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	repos *lru.Cache[hub.Repo, *repoRecord] // loaded records, most recently used kept
-	dirty map[hub.Repo]*repoRecord          // changed since the last flush; kept even if evicted from repos
+	repos    *lru.Cache[hub.Repo, *repoRecord] // loaded records, most recently used kept
+	dirty    map[hub.Repo]*repoRecord          // changed since the last flush; kept even if evicted from repos
+	flushing map[hub.Repo]*repoRecord          // being written by flush: still the truth until written
 }
 
 // repoRecord is what the policy knows of one repo. Its JSON form is the
@@ -85,7 +86,7 @@ const (
 func newPolicy(store Store, now func() time.Time, accessTTL, publicTTL, grace time.Duration, log *slog.Logger) *policy {
 	c, _ := lru.New[hub.Repo, *repoRecord](maxRecords)
 	return &policy{store: store, now: now, accessTTL: accessTTL, publicTTL: publicTTL, grace: grace, log: log,
-		repos: c, dirty: make(map[hub.Repo]*repoRecord)}
+		repos: c, dirty: make(map[hub.Repo]*repoRecord), flushing: make(map[hub.Repo]*repoRecord)}
 }
 
 func policyKey(repo hub.Repo) string { return "policy\x00" + repo.String() }
@@ -93,6 +94,13 @@ func policyKey(repo hub.Repo) string { return "policy\x00" + repo.String() }
 // recordLocked returns repo's record, loading it from the store on first use.
 func (p *policy) recordLocked(repo hub.Repo) *repoRecord {
 	if rec, ok := p.dirty[repo]; ok {
+		return rec
+	}
+	// A record evicted from repos while flush writes it must not be read
+	// back from the store as it was before: that could lose a "not public"
+	// belief or a refusal.
+	if rec, ok := p.flushing[repo]; ok {
+		p.repos.Add(repo, rec)
 		return rec
 	}
 	if rec, ok := p.repos.Get(repo); ok {
@@ -266,7 +274,8 @@ func (p *policy) anonymousAt(repo hub.Repo, commit, path string) time.Time {
 	return p.recordLocked(repo).Anonymous[commit+"/"+path]
 }
 
-// flush persists every changed record.
+// flush persists every changed record. A record stays findable (flushing)
+// until its write has finished, so no one reloads an older copy meanwhile.
 func (p *policy) flush() error {
 	p.mu.Lock()
 	docs := make(map[hub.Repo][]byte, len(p.dirty))
@@ -276,14 +285,23 @@ func (p *policy) flush() error {
 			continue // only maps of times and bools: cannot fail
 		}
 		docs[repo] = b
+		p.flushing[repo] = rec
 	}
 	clear(p.dirty)
 	p.mu.Unlock()
 	var errs []error
 	for repo, b := range docs {
-		if err := p.store.PutMeta(policyKey(repo), b); err != nil {
+		err := p.store.PutMeta(policyKey(repo), b)
+		p.mu.Lock()
+		rec := p.flushing[repo]
+		delete(p.flushing, repo)
+		if err != nil {
 			errs = append(errs, err)
+			if _, again := p.dirty[repo]; !again {
+				p.dirty[repo] = rec // write it next time
+			}
 		}
+		p.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

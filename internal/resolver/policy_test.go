@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // read resolves w.bin or x.bin at main for auth and reports the outcome as
@@ -208,9 +210,17 @@ func TestMetadataAnswersAreNotFileGrants(t *testing.T) {
 		if got := read(r, auth, "w.bin"); got != "unverifiable" {
 			t.Errorf("%q after a metadata answer, in an outage: %s, want unverifiable", auth, got)
 		}
-		if err := r.MayReplayMetadata(auth, repo, time.Time{}); err != nil {
-			t.Errorf("%q may not replay its own cached metadata: %v", auth, err)
-		}
+	}
+	if err := r.MayReplayMetadata("Bearer denied", repo, time.Time{}); err != nil {
+		t.Errorf("a token may not replay its own cached metadata: %v", err)
+	}
+	// Anonymous callers share one identity, so they hold no metadata grant:
+	// their cached answer replays by its own time only.
+	if err := r.MayReplayMetadata("", repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+		t.Errorf("anonymous replay without an answer's time: %v", err)
+	}
+	if err := r.MayReplayMetadata("", repo, clk.now()); err != nil {
+		t.Errorf("anonymous replay of its own recent answer: %v", err)
 	}
 	if err := r.MayReplayMetadata("Bearer other", repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("a caller upstream never answered replays metadata: %v", err)
@@ -247,5 +257,54 @@ func TestOldGrantsAreDroppedOnUpgrade(t *testing.T) {
 	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
 	if _, err := p.fallback(callerHash("Bearer denied"), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("an old-format grant was trusted: %v", err)
+	}
+}
+
+// slowStore is a fakeStore whose PutMeta waits for release once armed, so a
+// test can act while flush is writing.
+type slowStore struct {
+	*fakeStore
+	armed   chan struct{} // closed by the armed PutMeta when it starts
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *slowStore) PutMeta(key string, data []byte) error {
+	if s.armed != nil {
+		s.once.Do(func() { close(s.armed) })
+		<-s.release
+	}
+	return s.fakeStore.PutMeta(key, data)
+}
+
+// A record evicted from memory while flush writes it is not reloaded from
+// the older copy in the store: here that copy says "public", and reading it
+// back would hand the repo's files to anyone in an outage.
+func TestRecordBeingFlushedIsNotReloadedStale(t *testing.T) {
+	store := &slowStore{fakeStore: newFakeStore()}
+	clk := newClock()
+	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
+	p.visible(repo, true)
+	if err := p.flush(); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Second)
+	p.refused(callerHash(""), true, repo, &fetch.StatusError{Code: 401, ErrorCode: "GatedRepo"})
+	store.armed, store.release = make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- p.flush() }()
+	<-store.armed
+	p.mu.Lock()
+	for i := range maxRecords + 1 { // push repo out of the loaded records
+		p.recordLocked(hub.MustRepo(hub.Model, fmt.Sprintf("org/other%d", i)))
+	}
+	p.mu.Unlock()
+	_, err := p.fallback(callerHash(""), repo, time.Time{})
+	close(store.release)
+	if ferr := <-done; ferr != nil {
+		t.Fatal(ferr)
+	}
+	if !errors.Is(err, ErrUnverifiable) {
+		t.Errorf("during a flush, a stale public belief came back: %v", err)
 	}
 }

@@ -209,7 +209,7 @@ func (r *Resolver) flusher() {
 // caller's answer is never reused for another. Raw tokens are never kept.
 func callerHash(auth string) string {
 	h := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(h[:8])
+	return hex.EncodeToString(h[:]) // whole: it decides grants, so no truncation to collide with
 }
 
 // key identifies one resolution by caller, repo, revision and path.

@@ -147,16 +147,42 @@ func (s *Server) admitCaller(next http.HandlerFunc) http.HandlerFunc {
 // need (repoLess); any other path whose repo cannot be told is refused,
 // since it is relayed as it came and upstream may read a repo in it.
 func (s *Server) admitAPI(r *http.Request, ar hub.APIURL) error {
-	a := s.opts.Admission
+	return s.opts.Admission.api(r.Method, r.URL.EscapedPath(), ar)
+}
+
+// Redirect holds a redirect the upstream answered, to the escaped path
+// target on its own origin (relative to the upstream's root), to the rules
+// the request was held to: a renamed repo's old name redirects to the new
+// one, which may be a repo these patterns refuse. A target that is neither a
+// file URL nor an /api/ path whose repo can be told is refused while
+// patterns are set. Without patterns everything passes.
+func (a *Admission) Redirect(method, target string) error {
 	if !a.narrows() {
 		return nil
 	}
-	esc := r.URL.EscapedPath()
+	if strings.HasPrefix(target, "/api/") {
+		ar, err := hub.ParseAPIURL(target)
+		if err != nil {
+			return err
+		}
+		return a.api(method, target, ar)
+	}
+	fr, err := hub.ParseFileURL(target)
+	if err != nil {
+		return &repoRefusedError{path: target}
+	}
+	return a.repo(fr.Repo)
+}
+
+func (a *Admission) api(method, esc string, ar hub.APIURL) error {
+	if !a.narrows() {
+		return nil
+	}
 	repo, guessed := ar.Repo, ar.Kind == hub.APIInfo && ar.Rev == ""
 	if ar.Kind == hub.APIOther {
 		var ok bool
 		if repo, ok = passRepo(esc); !ok {
-			if repoLess(r.Method, esc) {
+			if repoLess(method, esc) {
 				return nil
 			}
 			return &repoRefusedError{path: esc}

@@ -162,9 +162,14 @@ func (s *Server) serveCachedJSON(w http.ResponseWriter, r *http.Request, ar hub.
 			return
 		}
 		env.Body = stripped
-		// A client's repo-info answer never feeds the repo's visibility:
-		// its expand= may leave "gated" out (docs/hub-protocol.md §9). The
-		// resolver learns visibility from its own unprojected probe.
+		// A client's repo-info answer never makes a repo public: its
+		// expand= may leave "gated" out (docs/hub-protocol.md §9), so only
+		// the resolver's own unprojected probe can. But one that says the
+		// repo is private or gated is believed at once: that only ever
+		// makes the access policy stricter.
+		if ar.Kind == hub.APIInfo && saysNotPublic(data) {
+			s.opts.Resolver.NotPublic(ar.Repo)
+		}
 		if ar.Kind == hub.APIInfo && ar.Rev != "" && !hub.IsCommit(ar.Rev) && hub.IsCommit(sha) {
 			if err := s.opts.Store.WriteRef(ar.Repo, ar.Rev, sha); err != nil {
 				s.log.Warn("writing ref", "repo", ar.Repo.String(), "err", err)
@@ -187,6 +192,29 @@ func apiOutcome(resp *http.Response) error {
 		return nil
 	}
 	return &fetch.StatusError{Code: resp.StatusCode, ErrorCode: resp.Header.Get("X-Error-Code")}
+}
+
+// saysNotPublic reports whether a repo-info answer says the repo is private
+// or gated. Absent fields say nothing (a projection).
+func saysNotPublic(data []byte) bool {
+	var info struct {
+		Private *bool `json:"private"`
+		Gated   any   `json:"gated"`
+	}
+	if json.Unmarshal(data, &info) != nil {
+		return false
+	}
+	if info.Private != nil && *info.Private {
+		return true
+	}
+	switch g := info.Gated.(type) {
+	case nil:
+		return false // absent (or null): not asked
+	case bool:
+		return g
+	default:
+		return true // "auto", "manual", or a form we do not know: the stricter meaning
+	}
 }
 
 func metaKey(auth, method, pathAndQuery, contentType string, body []byte) string {

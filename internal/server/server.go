@@ -36,6 +36,10 @@ type Resolver interface {
 	// request about repo (nil, or the *fetch.StatusError it answered). It
 	// is never a grant of the repo's files.
 	AnsweredMetadata(auth string, repo hub.Repo, err error)
+	// NotPublic records that an upstream answer about repo itself said it
+	// is private or gated (never the reverse: only the resolver's own probe
+	// may find a repo public).
+	NotPublic(repo hub.Repo)
 	// Reusable reports whether caller may reuse an answer about repo@rev
 	// stored at stored without asking upstream (access-ttl, and
 	// revision-ttl for a branch or tag).
