@@ -128,19 +128,26 @@ func (o *oracle) checkTree(r *result) judgement {
 	if r.status != http.StatusOK {
 		return violation("status", "%d %s for a tree", r.status, r.header.Get("X-Error-Code"))
 	}
+	return o.checkEntries(r, "tree", func(c *commitFix) []string { return c.paths })
+}
+
+// checkEntries judges a 200 listing of tree entries (a tree, paths-info):
+// the entries want names of a commit of the window, or of an older head,
+// counted as stale.
+func (o *oracle) checkEntries(r *result, what string, want func(*commitFix) []string) judgement {
 	if bodyCut(r) {
 		return unavailable("body cut short")
 	}
 	if bytes.Contains(r.body, []byte("xetHash")) {
-		return violation("status", "tree carries xetHash")
+		return violation("status", "%s carries xetHash", what)
 	}
 	var entries []treeEntry
 	if err := json.Unmarshal(r.body, &entries); err != nil {
-		return violation("wrong-bytes", "tree: %v", err)
+		return violation("wrong-bytes", "%s: %v", what, err)
 	}
 	matches := func(id string) bool {
 		c := o.w.commit(id)
-		return c != nil && entriesMatch(entries, c, c.paths)
+		return c != nil && entriesMatch(entries, c, want(c))
 	}
 	fresh, stale := o.commitsFor(r)
 	for _, id := range fresh {
@@ -153,7 +160,7 @@ func (o *oracle) checkTree(r *result) judgement {
 			return judgement{out: outServed, stale: true}
 		}
 	}
-	return violation("wrong-bytes", "tree of %d entries matches no commit of the window %v", len(entries), fresh)
+	return violation("wrong-bytes", "%s of %d entries matches no commit of the window %v", what, len(entries), fresh)
 }
 
 // entriesMatch reports whether the file entries are exactly those of want
@@ -189,30 +196,5 @@ func (o *oracle) checkPathsInfo(r *result) judgement {
 	if r.status != http.StatusOK {
 		return violation("status", "%d %s for paths-info", r.status, r.header.Get("X-Error-Code"))
 	}
-	if bodyCut(r) {
-		return unavailable("body cut short")
-	}
-	if bytes.Contains(r.body, []byte("xetHash")) {
-		return violation("status", "paths-info carries xetHash")
-	}
-	var entries []treeEntry
-	if err := json.Unmarshal(r.body, &entries); err != nil {
-		return violation("wrong-bytes", "paths-info: %v", err)
-	}
-	matches := func(id string) bool {
-		c := o.w.commit(id)
-		return c != nil && entriesMatch(entries, c, r.op.paths)
-	}
-	fresh, stale := o.commitsFor(r)
-	for _, id := range fresh {
-		if matches(id) {
-			return served()
-		}
-	}
-	for _, id := range o.hist.heads(r.op.repo, time.Time{}, r.headers) {
-		if stale(id) && matches(id) {
-			return judgement{out: outServed, stale: true}
-		}
-	}
-	return violation("wrong-bytes", "paths-info for %v: %d entries match no commit of the window %v", r.op.paths, len(entries), fresh)
+	return o.checkEntries(r, "paths-info "+fmt.Sprint(r.op.paths), func(*commitFix) []string { return r.op.paths })
 }
