@@ -196,6 +196,11 @@ func (w *modelWorld) pair(op modelOp) ([]modelVerdict, string, error) {
 	if (op.caller+op.route)%2 == 1 {
 		order[0], order[1] = order[1], order[0]
 	}
+	// A hung or gone upstream is steady only once hubproxy has marked it
+	// down: until then the first request may wait out the probe (and the
+	// client give up) while the second is answered by the opened breaker.
+	marked := func() bool { return w.up != upHung && w.up != upGone || !w.upstreamUp() }
+	markedBefore := marked()
 	var vs []modelVerdict
 	var ans [2]*modelAnswer
 	var desc [2]string
@@ -207,7 +212,8 @@ func (w *modelWorld) pair(op modelOp) ([]modelVerdict, string, error) {
 	}
 	// Only in steady states: a breaker closing between the two requests
 	// would tell them apart legitimately.
-	steady := w.up == upOK && !w.recovering || w.up == upAll503 || w.up == upAll429 || w.up == upHung || w.up == upGone
+	steady := w.up == upOK && !w.recovering || w.up == upAll503 || w.up == upAll429 ||
+		(w.up == upHung || w.up == upGone) && markedBefore && marked()
 	stranger := true
 	for _, st := range w.ref.window(w.clock.now(), w.window(true)) {
 		s, _ := st.refusal(repoPrivate, modelCallers[op.caller].token, false)
