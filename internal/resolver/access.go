@@ -16,13 +16,14 @@ import (
 // closed-over by callers that want to wait for it.
 func (r *Resolver) probeVisibility(ctx context.Context, repo hub.Repo) <-chan singleflight.Result {
 	return r.probes.DoChan(repo.String(), func() (any, error) {
+		sent := r.now()
 		v, err := r.up.Visibility(ctx, repo)
 		var se *fetch.StatusError
 		switch {
 		case err == nil:
-			r.policy.visible(repo, v.Public())
+			r.policy.visible(repo, v.Public(), sent)
 		case errors.As(err, &se) && refusal(se):
-			r.policy.visible(repo, false)
+			r.policy.visible(repo, false, r.now())
 		}
 		return nil, err
 	})
@@ -51,7 +52,7 @@ func (r *Resolver) AnsweredMetadata(auth string, repo hub.Repo, err error) {
 // is private or gated. That direction is safe to learn from any answer,
 // a client's projected one included: it only ever makes the policy
 // stricter. Only hubproxy's own probe can say a repo is public.
-func (r *Resolver) NotPublic(repo hub.Repo) { r.policy.visible(repo, false) }
+func (r *Resolver) NotPublic(repo hub.Repo) { r.policy.visible(repo, false, r.now()) }
 
 // answeredFile records what upstream answered a caller's resolve of a file:
 // its metadata is a grant of the repo's files to a credential (anonymous

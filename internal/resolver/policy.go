@@ -180,26 +180,32 @@ func (p *policy) refused(caller string, anonymous bool, repo hub.Repo, se *fetch
 		p.changedLocked(repo, rec)
 	}
 	if anonymous || se.ErrorCode == "GatedRepo" || se.ErrorCode == "RepoNotFound" {
-		p.setVisibilityLocked(repo, rec, false)
+		p.setVisibilityLocked(repo, rec, false, p.now())
 	}
 }
 
-// visible records what hubproxy's own anonymous probe found of the repo.
-func (p *policy) visible(repo hub.Repo, public bool) {
+// visible records what upstream said of the repo itself: public only from
+// hubproxy's own anonymous probe, not public from anything. at is when the
+// answer was asked for: a probe sent before a refusal (the repo turning
+// gated in between) may arrive after it, and must not undo it.
+func (p *policy) visible(repo hub.Repo, public bool, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.setVisibilityLocked(repo, p.recordLocked(repo), public)
+	p.setVisibilityLocked(repo, p.recordLocked(repo), public, at)
 }
 
-func (p *policy) setVisibilityLocked(repo hub.Repo, rec *repoRecord, public bool) {
-	now := p.now()
-	if v := rec.Visibility; v != nil && v.Public == public && now.Sub(v.At) < time.Second {
+func (p *policy) setVisibilityLocked(repo hub.Repo, rec *repoRecord, public bool, at time.Time) {
+	v := rec.Visibility
+	if public && v != nil && !v.Public && !at.After(v.At) {
+		return // older than the "not public" we hold: fail closed
+	}
+	if v != nil && v.Public == public && at.Sub(v.At) < time.Second {
 		return
 	}
-	if v := rec.Visibility; v != nil && v.Public != public {
+	if v != nil && v.Public != public {
 		p.log.Info("repo visibility changed upstream", "repo", repo.String(), "public", public)
 	}
-	rec.Visibility = &belief{Public: public, At: now}
+	rec.Visibility = &belief{Public: public, At: at}
 	p.changedLocked(repo, rec)
 }
 

@@ -146,15 +146,18 @@ func TestMissingFilesAreRemembered(t *testing.T) {
 	if !errors.As(err, &se) || se.ErrorCode != "EntryNotFound" || se.RepoCommit != commitA || up.resolves.Load() != n {
 		t.Fatalf("second ask: %v (commit %q), %d new resolves", err, se.RepoCommit, up.resolves.Load()-n)
 	}
-	// A caller upstream refuses is asked upstream, and refused.
-	if got := read(r, "Bearer denied", "adapter_config.json"); got != "403 GatedRepo" {
-		t.Errorf("refused caller: %s", got)
-	}
 	// Outage, long after every decision: the repo was read anonymously.
 	up.set(func(f *fakeUpstream) { f.down = true })
 	clk.add(time.Hour)
 	if got := read(r, "", "adapter_config.json"); got != "404 EntryNotFound" {
 		t.Errorf("during an outage: %s, want 404 EntryNotFound", got)
+	}
+	// A caller upstream refuses is asked upstream, and refused. (Last: this
+	// fake refuses it with GatedRepo while its probe says the repo is
+	// public, and which of the two the policy hears last is a race.)
+	up.set(func(f *fakeUpstream) { f.down = false })
+	if got := read(r, "Bearer denied", "adapter_config.json"); got != "403 GatedRepo" {
+		t.Errorf("refused caller: %s", got)
 	}
 }
 
@@ -284,7 +287,7 @@ func TestRecordBeingFlushedIsNotReloadedStale(t *testing.T) {
 	store := &slowStore{fakeStore: newFakeStore()}
 	clk := newClock()
 	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
-	p.visible(repo, true)
+	p.visible(repo, true, clk.now())
 	if err := p.flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -306,5 +309,25 @@ func TestRecordBeingFlushedIsNotReloadedStale(t *testing.T) {
 	}
 	if !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("during a flush, a stale public belief came back: %v", err)
+	}
+}
+
+// A probe asked before a refusal that says the repo is not public (it
+// turned gated in between) may answer after it; its "public" must not undo
+// the refusal, or anonymous callers would get the gated files in an outage.
+func TestLateProbeDoesNotUndoARefusal(t *testing.T) {
+	clk := newClock()
+	p := newPolicy(newFakeStore(), clk.now, time.Minute, time.Hour, 0, discardLogger())
+	asked := clk.now()
+	clk.add(time.Millisecond)
+	p.refused(callerHash(""), true, repo, &fetch.StatusError{Code: 401, ErrorCode: "GatedRepo"})
+	p.visible(repo, true, asked) // the probe's answer lands last
+	if _, err := p.fallback(callerHash(""), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+		t.Errorf("a probe older than the refusal made the repo public: %v", err)
+	}
+	clk.add(time.Second)
+	p.visible(repo, true, clk.now()) // a probe asked after it may
+	if _, err := p.fallback(callerHash(""), repo, time.Time{}); err != nil {
+		t.Errorf("a newer probe's public answer was ignored: %v", err)
 	}
 }
