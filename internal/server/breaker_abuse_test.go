@@ -147,6 +147,18 @@ func TestGenuineOutageStillMarksTheUpstreamDown(t *testing.T) {
 			for _, name := range []string{"a.bin", "b.bin", "c.bin"} {
 				get(name)
 			}
+			// The probe those failures started runs in the background: wait
+			// for its verdict (an event, not a duration) before counting.
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				_, body := e.do(http.MethodGet, "/readyz")
+				if strings.Contains(string(body), `"upstream":"down"`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("three files failing on every route never marked the hub down: %s", body)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			before := fd.requests.Load()
 			get("d.bin")
 			get("e.bin")
