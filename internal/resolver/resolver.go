@@ -236,6 +236,12 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 		return Meta{}, err
 	}
 	ch := r.group.DoChan(k, func() (any, error) {
+		// A caller that missed the cache just as a flight for k ended
+		// starts a new one: look again inside the flight, so it reuses
+		// what that flight stored instead of asking upstream twice.
+		if m, ok := r.lookup(k, rev); ok {
+			return m, nil
+		}
 		// The flight outlives any one caller: it is shared, so it runs on a
 		// context that no single disconnecting client can cancel.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
