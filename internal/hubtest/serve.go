@@ -136,26 +136,29 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, c content) {
 
 // writeCounted writes segs in chunks, counting what the connection
 // accepted: file content in BodyBytes and BytesByPath, multipart framing in
-// FramingBytes.
+// FramingBytes. Each chunk is counted before it is written and the part the
+// connection refused taken back after, so a client that has read a byte
+// never sees a counter without it (a test that reads a body to the end and
+// then resets the counters must not see the tail counted afterwards).
 func (h *Hub) writeCounted(w http.ResponseWriter, segs []segment, c content) error {
-	var written int64
-	defer func() {
-		if c.class != classForeign {
-			h.stats.addBytes(c.key, written)
+	count := func(framing bool, n int64) {
+		if c.class == classForeign {
+			return
 		}
-	}()
+		if framing {
+			h.stats.framing.Add(n)
+			return
+		}
+		h.stats.bodyBytes.Add(n)
+		h.stats.addBytes(c.key, n)
+	}
 	for _, s := range segs {
-		counter := &h.stats.bodyBytes
-		if s.framing {
-			counter = &h.stats.framing
-		}
 		for p := s.b; len(p) > 0; {
-			n, err := w.Write(p[:min(len(p), writeChunk)])
-			if c.class != classForeign {
-				counter.Add(int64(n))
-			}
-			if !s.framing {
-				written += int64(n)
+			k := min(len(p), writeChunk)
+			count(s.framing, int64(k))
+			n, err := w.Write(p[:k])
+			if n < k {
+				count(s.framing, int64(n-k))
 			}
 			if err != nil {
 				return err
