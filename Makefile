@@ -3,6 +3,12 @@ GO ?= go
 BIN := bin/hubproxy
 # Packages whose tests exercise concurrency run under the race detector; that is all of them.
 TEST_FLAGS ?= -race -timeout 15m
+# The root module is the product. The soak, the benchmarks and the chart and
+# image tooling are modules of their own (each go.mod replaces
+# github.com/hubproxy/hubproxy with this directory, so they use its internal
+# packages): k8s.io and go-containerregistry stay out of the product's
+# go.mod. lint and test cover every module.
+TOOL_MODULES := soak bench deploy
 
 .PHONY: all build build-cuda run demo test lint e2e-deps clean
 
@@ -22,9 +28,11 @@ build-cuda:
 # image layout in $(IMAGE_DIR); push it with any OCI tool, e.g.
 # skopeo copy oci:$(IMAGE_DIR):$(VERSION) docker://REGISTRY/hubproxy:$(VERSION)
 IMAGE_DIR ?= bin/image
+IMAGE_TOOL := bin/imagebuild
 .PHONY: image
 image: build
-	$(GO) run ./deploy/image -bin $(BIN) -out $(IMAGE_DIR) -tag $(VERSION)
+	$(GO) -C deploy build -o $(abspath $(IMAGE_TOOL)) ./image
+	./$(IMAGE_TOOL) -bin $(BIN) -out $(IMAGE_DIR) -tag $(VERSION)
 
 run: build
 	./$(BIN) serve
@@ -50,10 +58,14 @@ $(MINIO):
 	rm -rf $(@D) && mv $(@D).tmp $(@D)
 
 # test is what CI runs (.ci/run): static checks, the npm client for the
-# end-to-end test, MinIO for the shared-store tests, then every Go test with
-# -race.
+# end-to-end test, MinIO for the shared-store tests, then every Go test of
+# every module with -race.
 test: lint e2e-deps minio
 	HUBPROXY_MINIO=$(CURDIR)/$(MINIO) $(GO) test $(TEST_FLAGS) ./...
+	@set -e; for m in $(TOOL_MODULES); do \
+	  echo "go test $(TEST_FLAGS) ./... (module $$m)"; \
+	  HUBPROXY_MINIO=$(CURDIR)/$(MINIO) $(GO) -C $$m test $(TEST_FLAGS) ./...; \
+	done
 	# The cgo CUDA copier against a fake driver built from C in the test.
 	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
 	$(GO) test $(TEST_FLAGS) -tags cuda -run GPUBench ./cmd/hubproxy/
@@ -62,12 +74,21 @@ test: lint e2e-deps minio
 	# Two minutes of chaos against real hubproxy processes (soak/soak.mk).
 	$(MAKE) soak-ci
 
+# lint: gofmt over every tracked Go file, then in each module (the root
+# first) go.mod/go.sum tidy, go vet and a static build.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy; run 'go mod tidy'"; $(GO) mod tidy -diff; exit 1; }
+	@set -e; for m in . $(TOOL_MODULES); do \
+	  $(GO) -C $$m mod tidy -diff >/dev/null || { echo "$$m/go.mod, go.sum are not tidy; run 'go -C $$m mod tidy'"; $(GO) -C $$m mod tidy -diff; exit 1; }; \
+	done
 	$(GO) vet ./...
 	$(GO) vet -tags cuda ./...
 	CGO_ENABLED=0 $(GO) build ./...
+	@set -e; for m in $(TOOL_MODULES); do \
+	  echo "go vet ./... && CGO_ENABLED=0 go build ./... (module $$m)"; \
+	  $(GO) -C $$m vet ./...; \
+	  CGO_ENABLED=0 $(GO) -C $$m build ./...; \
+	done
 
 e2e-deps:
 	cd test/e2e && npm ci --no-audit --no-fund --loglevel=error

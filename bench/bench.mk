@@ -6,7 +6,8 @@
 # apt-get when nginx or aria2c is missing and they run as root, and build
 # MinIO (make minio) for the cluster scenario. Extra flags go in BENCH_FLAGS,
 # e.g. `make bench BENCH_FLAGS='-large 4GiB -bandwidth 100MiB'`;
-# `go run ./bench/cmd/hubbench -h` lists them.
+# `make bench-bin && bin/hubbench -h` lists them. bench/ is a Go module of its
+# own; bin/hubbench runs from the repository root, where its defaults point.
 # It uses the Makefile's `build` and `minio` targets and its GO, BIN and
 # MINIO variables.
 BENCH_BIN := bin/hubbench
@@ -15,7 +16,7 @@ BENCH_FLAGS ?=
 .PHONY: bench bench-quick bench-bin
 
 bench-bin: build
-	$(GO) build -o $(BENCH_BIN) ./bench/cmd/hubbench
+	$(GO) -C bench build -o $(abspath $(BENCH_BIN)) ./cmd/hubbench
 
 # The cluster scenario (10) runs the MinIO the shared-store tests run: the
 # Makefile's minio target builds it into .tools/ once per version.

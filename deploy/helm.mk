@@ -5,7 +5,8 @@
 # and decodes every manifest strictly into the Kubernetes API types
 # (deploy/helm/chartcheck). No cluster and no installed helm are needed: helm is
 # built from its module the first time (about 2 CPU-minutes, then cached).
-# `go test ./...` alone runs the same checks, invoking helm itself.
+# deploy/ is a Go module of its own (k8s.io stays out of the product's go.mod);
+# `go -C deploy test ./...` alone runs the same checks, invoking helm itself.
 
 GO ?= go
 HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
@@ -32,4 +33,4 @@ helm-check:
 	  $(HELM) lint --strict $$kv $(HELM_CHART) --values "$$f"; \
 	  $(HELM) template $(HELM_RELEASE) $(HELM_CHART) --namespace $(HELM_NAMESPACE) $$kv --values "$$f" >"$$out/$$name.yaml"; \
 	done; \
-	$(GO) test -count=1 ./deploy/helm/chartcheck/ -args -rendered="$$out"
+	$(GO) -C deploy test -count=1 ./helm/chartcheck/ -args -rendered="$$out"

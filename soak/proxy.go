@@ -1,19 +1,17 @@
 package soak
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/child"
 )
 
 // proxyArgs are hubproxy's flags in the soak: a budget far below the
@@ -95,31 +93,71 @@ type proxy struct {
 type incarnation struct {
 	n           int
 	pid         int
-	addr, admin string
+	addr, admin string // set before start returns
 	started     time.Time
-	done        chan struct{} // closed once reaped
-	err         error         // Wait's; read after done
-	stopping    atomic.Bool   // the driver killed or stopped it
+	proc        *child.Process
+	done        <-chan struct{} // closed once reaped
+	stopping    atomic.Bool     // the driver killed or stopped it
 }
 
-// start runs a new incarnation and waits until it serves.
+// exitErr is how the incarnation exited (Wait's error); it waits for that.
+func (inc *incarnation) exitErr() error { return inc.proc.Err() }
+
+// start runs a new incarnation and waits until it serves. It runs
+// supervised as the tests' processes are (internal/child): its own process
+// group, and a parent-death signal, so a driver that dies takes its
+// proxies with it.
 func (p *proxy) start() (*incarnation, error) {
 	p.mu.Lock()
 	p.incs++
-	inc := &incarnation{n: p.incs, started: time.Now(), done: make(chan struct{})}
+	inc := &incarnation{n: p.incs, started: time.Now()}
 	p.mu.Unlock()
 	ready := make(chan error, 1)
-	go p.run(inc, ready)
+	header := make(chan struct{}) // the sink's header line goes before the process's own
+	signalled := false            // only OnLine reads and writes it, one line at a time
+	proc, err := child.Start(child.Spec{Name: p.name, Path: p.bin, Args: p.args, Env: append(cleanEnv(), p.env...),
+		OnLine: func(line string) {
+			<-header
+			e := p.sink.line(line)
+			switch e.Msg {
+			case "hubproxy serving":
+				inc.addr = e.Addr
+			case "admin API serving":
+				inc.admin = e.Addr
+			case "admin API disabled":
+				if !signalled {
+					ready <- fmt.Errorf("soak: %s: admin API disabled: %s", p.name, e.Err)
+					signalled = true
+				}
+			}
+			if !signalled && inc.addr != "" && inc.admin != "" {
+				ready <- nil
+				signalled = true
+			}
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	inc.proc, inc.pid, inc.done = proc, proc.Pid, proc.Done()
+	p.sink.write(fmt.Sprintf("--- %s incarnation %d, pid %d, %s", p.name, inc.n, inc.pid, time.Now().Format(clock)))
+	close(header)
 	select {
-	case err := <-ready:
-		if err != nil {
-			return nil, err
+	case err = <-ready:
+	case <-proc.Done():
+		// Every line was handed to OnLine before Done: had it served,
+		// ready would hold its verdict.
+		select {
+		case err = <-ready:
+		default:
+			err = fmt.Errorf("soak: %s exited before serving: %v", p.name, proc.Err())
 		}
 	case <-time.After(30 * time.Second):
+		err = fmt.Errorf("soak: %s did not start serving within 30s", p.name)
+	}
+	if err != nil {
 		inc.stopping.Store(true)
-		_ = syscall.Kill(inc.pid, syscall.SIGKILL)
-		<-inc.done
-		return nil, fmt.Errorf("soak: %s did not start serving within 30s", p.name)
+		proc.Kill()
+		return nil, err
 	}
 	p.mu.Lock()
 	p.cur = inc
@@ -131,55 +169,6 @@ func (p *proxy) start() (*incarnation, error) {
 		}
 	}()
 	return inc, nil
-}
-
-// run starts the process and reaps it, on a goroutine locked to its
-// thread: the parent-death signal fires when the thread that forked the
-// child ends, so a driver that dies takes its proxies with it.
-func (p *proxy) run(inc *incarnation, ready chan<- error) {
-	runtime.LockOSThread() // never unlocked: the thread ends with the child
-	defer close(inc.done)
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = append(cleanEnv(), p.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		ready <- err
-		return
-	}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		ready <- fmt.Errorf("soak: starting %s: %w", p.name, err)
-		return
-	}
-	inc.pid = cmd.Process.Pid
-	p.sink.write(fmt.Sprintf("--- %s incarnation %d, pid %d, %s", p.name, inc.n, inc.pid, time.Now().Format(clock)))
-	sc := bufio.NewScanner(stderr)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	signalled := false
-	for sc.Scan() {
-		e := p.sink.line(sc.Text())
-		switch e.Msg {
-		case "hubproxy serving":
-			inc.addr = e.Addr
-		case "admin API serving":
-			inc.admin = e.Addr
-		case "admin API disabled":
-			if !signalled {
-				ready <- fmt.Errorf("soak: %s: admin API disabled: %s", p.name, e.Err)
-				signalled = true
-			}
-		}
-		if !signalled && inc.addr != "" && inc.admin != "" {
-			ready <- nil
-			signalled = true
-		}
-	}
-	_, _ = io.Copy(io.Discard, stderr)
-	inc.err = cmd.Wait()
-	if !signalled {
-		ready <- fmt.Errorf("soak: %s exited before serving: %v", p.name, inc.err)
-	}
 }
 
 // cleanEnv is the driver's environment without anything that would
@@ -222,8 +211,7 @@ func (p *proxy) kill() *incarnation {
 		return nil
 	}
 	inc.stopping.Store(true)
-	_ = syscall.Kill(inc.pid, syscall.SIGKILL)
-	<-inc.done
+	inc.proc.Kill()
 	p.sink.storeEnded(time.Now())
 	p.mu.Lock()
 	p.killed = append(p.killed, inc.pid)
@@ -243,21 +231,17 @@ func (p *proxy) stop() error {
 		return nil
 	}
 	inc.stopping.Store(true)
-	_ = syscall.Kill(inc.pid, syscall.SIGTERM)
-	select {
-	case <-inc.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(inc.pid, syscall.SIGKILL)
-		<-inc.done
-		p.sink.storeEnded(time.Now())
+	inTime := inc.proc.Stop(20 * time.Second)
+	p.sink.storeEnded(time.Now())
+	if !inTime {
 		return fmt.Errorf("soak: %s did not exit within 20s of SIGTERM", p.name)
 	}
-	p.sink.storeEnded(time.Now())
+	err := inc.exitErr()
 	var ee *exec.ExitError
-	if errors.As(inc.err, &ee) {
-		return fmt.Errorf("soak: %s exited with %v after SIGTERM", p.name, inc.err)
+	if errors.As(err, &ee) {
+		return fmt.Errorf("soak: %s exited with %v after SIGTERM", p.name, err)
 	}
-	return inc.err
+	return err
 }
 
 // procSet is the proxies.

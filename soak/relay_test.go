@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 func TestRelayForwardsRefusesAndCounts(t *testing.T) {
@@ -61,7 +63,7 @@ func TestRelayForwardsRefusesAndCounts(t *testing.T) {
 		resp.Body.Close()
 	}
 	c.CloseIdleConnections()
-	waitUntil(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the relay to report the ranged answer's end", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return lost["GET /ranged HTTP/1.1"] > 0
@@ -86,7 +88,7 @@ func TestRelayForwardsRefusesAndCounts(t *testing.T) {
 		t.Error("an answer survived the partition")
 	}
 	resp.Body.Close()
-	waitUntil(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the relay to report the answer the partition cut", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return lost["GET /slow HTTP/1.1"] > 1000
@@ -154,17 +156,9 @@ func TestRelayAnswersBait(t *testing.T) {
 			t.Errorf("after a bait: %q", b)
 		}
 	}
-	waitUntil(t, func() bool { return r.baited.Load() == 3 }) // counted once the relay's side is done
+	// Counted once the relay's side is done.
+	testutil.Eventually(t, 5*time.Second, "three baits counted", func() bool { return r.baited.Load() == 3 })
 	if _, ok := seen.Load("/api/models/a/b" + baitMarker); ok {
 		t.Error("the bait reached the hub")
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
 	}
 }

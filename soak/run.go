@@ -208,7 +208,7 @@ func (s *soak) newProxy(name string, crashy bool, u *upstream) (*proxy, error) {
 	}
 	p.args = proxyArgs(p.dir, u.hubRelay.URL(), "127.0.0.1:0", storeURL)
 	p.exited = func(p *proxy, inc *incarnation) {
-		s.fail("crash", fmt.Sprintf("%s (pid %d) exited by itself: %v; last lines:\n    %s", p.name, inc.pid, inc.err,
+		s.fail("crash", fmt.Sprintf("%s (pid %d) exited by itself: %v; last lines:\n    %s", p.name, inc.pid, inc.exitErr(),
 			joinLines(p.sink.tail(20))))
 	}
 	return p, nil

@@ -5,17 +5,18 @@
 # `make test` runs. Both need root (each hubproxy caches on a tmpfs of its own,
 # which the chaos fills). Extra flags go in SOAK_FLAGS, e.g.
 # `make soak SOAK_FLAGS='-seed 42 -duration 3m'` to replay a failed run's
-# schedule; `go run ./soak/cmd/soak -h` lists them. It uses the Makefile's
-# `build` target and its GO and BIN variables, and its `minio` target and
-# MINIO variable: the proxies share one real MinIO store, built and found
-# the way `make test` builds and finds it.
+# schedule; `make soak-bin && bin/soak -h` lists them (soak/ is a Go module
+# of its own; bin/soak runs from the repository root, where its defaults
+# point). It uses the Makefile's `build` target and its GO and BIN variables,
+# and its `minio` target and MINIO variable: the proxies share one real MinIO
+# store, built and found the way `make test` builds and finds it.
 SOAK_BIN := bin/soak
 SOAK_FLAGS ?=
 
 .PHONY: soak soak-ci soak-bin
 
 soak-bin: build
-	$(GO) build -o $(SOAK_BIN) ./soak/cmd/soak
+	$(GO) -C soak build -o $(abspath $(SOAK_BIN)) ./cmd/soak
 
 soak: soak-bin minio
 	./$(SOAK_BIN) -hubproxy $(BIN) -minio $(CURDIR)/$(MINIO) $(SOAK_FLAGS)

@@ -1,23 +1,18 @@
 package soak
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 )
 
 // The shared store's credentials, bucket and the prefix the proxies share
@@ -25,27 +20,25 @@ import (
 const (
 	storeUser   = "hubproxysoak"
 	storeSecret = "hubproxysoak-secret"
-	storeBucket = "hubproxy"
+	storeBucket = miniotest.Bucket
 	storePrefix = "soak"
 )
 
 // objectStore is the real MinIO server the proxies share chunks through,
 // one process on a data directory that outlives it: the chaos kills it with
-// SIGKILL and starts it again on the same directory and port. The proxies
-// reach it through a relay, so an outage makes it unreachable without
-// touching it; the driver's own client (for tampering and the post-run
-// scan) goes to it directly.
+// SIGKILL and starts it again on the same directory and port. It runs as
+// the tests run it (miniotest.Launch). The proxies reach it through a
+// relay, so an outage makes it unreachable without touching it; the
+// driver's own client (for tampering and the post-run scan) goes to it
+// directly.
 type objectStore struct {
-	bin, dir, addr, logPath string
-	relay                   *relay
-	client                  *s3.Client
+	dir    string // its data directory
+	srv    *miniotest.Server
+	relay  *relay
+	client *s3.Client
 
 	chaosMu  sync.Mutex // one restart at a time
 	outageMu sync.Mutex // one outage at a time
-
-	mu   sync.Mutex // guards cmd and done
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd is reaped
 }
 
 // startStore starts MinIO on a fresh directory under workDir, creates the
@@ -57,33 +50,24 @@ func startStore(bin, workDir string) (*objectStore, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("soak: MinIO: %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	st := &objectStore{dir: filepath.Join(workDir, "minio")}
+	srv, err := miniotest.Launch(miniotest.Options{Binary: bin, Dir: st.dir, Log: filepath.Join(workDir, "minio.log"),
+		User: storeUser, Password: storeSecret, Env: cleanEnv()})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("soak: %w", err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	st := &objectStore{bin: bin, dir: filepath.Join(workDir, "minio"), addr: addr, logPath: filepath.Join(workDir, "minio.log")}
-	if err := st.start(); err != nil {
-		return nil, err
-	}
+	st.srv = srv
 	st.client = s3.New(s3.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String("http://" + addr),
+		BaseEndpoint: aws.String(srv.Endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(storeUser, storeSecret, ""),
 		// Checksums as hubproxy asks for them: only where the API needs them.
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := st.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(storeBucket)}); err != nil {
-		st.stop()
-		return nil, fmt.Errorf("soak: creating the store's bucket: %w", err)
-	}
-	if st.relay, err = newRelay("store", addr, nil); err != nil {
-		st.stop()
+	if st.relay, err = newRelay("store", strings.TrimPrefix(srv.Endpoint, "http://"), nil); err != nil {
+		srv.Kill()
 		return nil, err
 	}
 	return st, nil
@@ -97,101 +81,30 @@ func (st *objectStore) URL() string {
 // env is what a hubproxy process needs to reach the store: the standard
 // AWS variables, as a deployed node gets them.
 func (st *objectStore) env() []string {
-	return []string{"AWS_ACCESS_KEY_ID=" + storeUser, "AWS_SECRET_ACCESS_KEY=" + storeSecret,
-		"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
-		"HUBPROXY_SHARED_STORE_SECRET=" + chunkSecret}
-}
-
-// start runs MinIO and waits until it is live. The process is started from
-// a thread locked for its lifetime, so the parent-death signal (which fires
-// when that thread ends) takes MinIO down with a driver that dies.
-func (st *objectStore) start() error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.cmd != nil {
-		return nil
-	}
-	logf, err := os.OpenFile(st.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	started := make(chan error, 1)
-	done := make(chan struct{})
-	var cmd *exec.Cmd
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the child
-		defer close(done)
-		defer logf.Close()
-		cmd = exec.Command(st.bin, "server", "--address", st.addr, "--quiet", st.dir)
-		cmd.Env = append(cleanEnv(), "MINIO_ROOT_USER="+storeUser, "MINIO_ROOT_PASSWORD="+storeSecret,
-			"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=on")
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- fmt.Errorf("soak: starting MinIO: %w", err)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		return err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	c := &http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := c.Get("http://" + st.addr + "/minio/health/live")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				st.cmd, st.done = cmd, done
-				return nil
-			}
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("soak: MinIO exited before it served; see %s", st.logPath)
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("soak: MinIO did not become live on %s within 60s; see %s", st.addr, st.logPath)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop kills MinIO with SIGKILL, as a crash would, and reaps it.
-func (st *objectStore) stop() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.cmd == nil {
-		return false
-	}
-	_ = st.cmd.Process.Kill()
-	<-st.done
-	st.cmd, st.done = nil, nil
-	return true
+	return append(st.srv.Env(), "HUBPROXY_SHARED_STORE_SECRET="+chunkSecret)
 }
 
 // Name, Kill and Restart make the store restartable (chaos.go).
 func (st *objectStore) Name() string { return "store" }
 
 func (st *objectStore) Kill() error {
-	if !st.stop() {
+	if !st.srv.Kill() {
 		return errors.New("soak: the store was not running")
 	}
 	return nil
 }
 
-func (st *objectStore) Restart() error { return st.start() }
+func (st *objectStore) Restart() error {
+	if err := st.srv.Relaunch(); err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	return nil
+}
 
 // close stops the store and its relay.
 func (st *objectStore) close() {
 	if st.relay != nil {
 		st.relay.close()
 	}
-	st.stop()
+	st.srv.Kill()
 }

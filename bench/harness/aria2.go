@@ -131,16 +131,16 @@ func (a *aria2) fetch(ctx context.Context, u string) (string, error) {
 		return "", err
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-ctx.Done():
 	}
 	a.procs.stop(p, time.Second) // only reaps a child that has exited
-	a.cpu = p.cpu
+	a.cpu = p.CPU()
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	if p.err != nil {
-		return "", fmt.Errorf("%w: aria2c: %v; log: %s", ErrExited, p.err, logTail(p.logPath))
+	if p.Err() != nil {
+		return "", fmt.Errorf("%w: aria2c: %v; log: %s", ErrExited, p.Err(), logTail(p.logPath))
 	}
 	return filepath.Join(dir, name), nil
 }

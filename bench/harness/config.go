@@ -40,7 +40,7 @@ type Config struct {
 	// ModuleDir into the run's temporary directory.
 	HubproxyBin string
 	// ModuleDir is the hubproxy module root, for building; "" finds it with
-	// `go env GOMOD` from the working directory.
+	// `go list -m github.com/hubproxy/hubproxy` from the working directory.
 	ModuleDir string
 	// Log receives progress lines (nil = discarded).
 	Log io.Writer

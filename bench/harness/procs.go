@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/child"
 )
 
 // procs tracks the children of a run. Each child leads its own process
@@ -31,16 +30,11 @@ type procs struct {
 
 func newProcs() *procs { return &procs{live: map[int]*proc{}} }
 
-// proc is one running child.
+// proc is one running child, supervised by internal/child (its own
+// process group, a parent-death signal), with its log.
 type proc struct {
-	name    string
+	*child.Process
 	logPath string
-	pgid    int           // == the child's pid
-	done    chan struct{} // closed once the child has exited and been reaped
-	err     error         // Wait's result; read only after done
-	// cpu is the user + system time the child used (with the children it
-	// waited for); read only after done.
-	cpu time.Duration
 }
 
 // ErrExited is wrapped when a child exits while the harness still needs it.
@@ -52,11 +46,6 @@ var ErrExited = errors.New("harness: child process exited")
 // process; a master with children of its own needs a signal it handles by
 // taking them down too (SIGTERM for nginx, whose workers would otherwise
 // outlive a killed master).
-//
-// The parent-death signal fires when the thread that forked the child ends,
-// not the process; Go may end threads, so the child is started and waited
-// for on one goroutine locked to its thread, which therefore lives exactly
-// as long as the child.
 func (g *procs) start(name, bin string, args, env []string, logPath string, deathSig syscall.Signal) (*proc, error) {
 	// O_APPEND, so that a child that also opens the file itself (nginx's
 	// error log) does not overwrite what its stderr wrote.
@@ -64,40 +53,27 @@ func (g *procs) start(name, bin string, args, env []string, logPath string, deat
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, logPath: logPath, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the child
-		defer logf.Close()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(p.done)
-			return
-		}
-		p.pgid = cmd.Process.Pid
-		g.add(p)
-		started <- nil
-		p.err = cmd.Wait()
-		if st := cmd.ProcessState; st != nil {
-			p.cpu = st.UserTime() + st.SystemTime()
-		}
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("harness: start %s: %w", name, err)
+	defer logf.Close() // the child has its own copy
+	c, err := child.Start(child.Spec{Name: name, Path: bin, Args: args, Env: env, Output: logf, DeathSignal: deathSig})
+	if err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
 	}
-	return p, nil
+	return g.adopt(c, logPath), nil
+}
+
+// adopt tracks a child started elsewhere (MinIO, by miniotest) as one of
+// the run's.
+func (g *procs) adopt(c *child.Process, logPath string) *proc {
+	p := &proc{Process: c, logPath: logPath}
+	g.add(p)
+	return p
 }
 
 func (g *procs) add(p *proc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.live[p.pgid] = p
-	g.started = append(g.started, p.pgid)
+	g.live[p.Pid] = p
+	g.started = append(g.started, p.Pid)
 }
 
 // stop ends p's whole group: SIGTERM, then SIGKILL after grace. It returns
@@ -106,23 +82,13 @@ func (g *procs) stop(p *proc, grace time.Duration) {
 	if p == nil {
 		return
 	}
-	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-	t := time.NewTimer(grace)
-	select {
-	case <-p.done:
-		t.Stop()
-	case <-t.C:
-	}
-	// Whatever is left of the group (the leader, or workers that outlived
-	// it) is killed outright.
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-	<-p.done
-	for i := 0; i < 100 && len(groupMembers(p.pgid)) > 0; i++ {
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	p.Stop(grace)
+	for i := 0; i < 100 && len(groupMembers(p.Pid)) > 0; i++ {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 		time.Sleep(10 * time.Millisecond) // waiting on processes that are not our children
 	}
 	g.mu.Lock()
-	delete(g.live, p.pgid)
+	delete(g.live, p.Pid)
 	g.mu.Unlock()
 }
 
@@ -318,25 +284,14 @@ func freePort() (int, error) {
 func waitReady(ctx context.Context, p *proc, url string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: time.Second}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%w: %s (%v); log: %s", ErrExited, p.name, p.err, logTail(p.logPath))
-		case <-ctx.Done():
-			return fmt.Errorf("harness: %s not ready at %s: %w; log: %s", p.name, url, ctx.Err(), logTail(p.logPath))
-		case <-tick.C:
-		}
+	err := child.WaitHTTP(ctx, p.Process, url, nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, child.ErrExited):
+		return fmt.Errorf("%w: %s (%v); log: %s", ErrExited, p.Name, p.Err(), logTail(p.logPath))
+	default:
+		return fmt.Errorf("harness: %v; log: %s", err, logTail(p.logPath))
 	}
 }
 

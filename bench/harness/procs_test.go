@@ -33,37 +33,37 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // waiting on another process's file
 	}
-	members := groupMembers(p.pgid)
+	members := groupMembers(p.Pid)
 	if len(members) != 2 {
-		t.Fatalf("group %d has members %v, want the shell and its grandchild", p.pgid, members)
+		t.Fatalf("group %d has members %v, want the shell and its grandchild", p.Pid, members)
 	}
-	if st, err := readStat(grandchild); err != nil || st.pgrp != p.pgid {
-		t.Fatalf("grandchild %d: stat %+v, %v; want group %d", grandchild, st, err, p.pgid)
+	if st, err := readStat(grandchild); err != nil || st.pgrp != p.Pid {
+		t.Fatalf("grandchild %d: stat %+v, %v; want group %d", grandchild, st, err, p.Pid)
 	}
-	n, err := peakRSS(p.pgid)
+	n, err := peakRSS(p.Pid)
 	if err != nil || n <= 0 {
 		t.Fatalf("peakRSS = %d, %v", n, err)
 	}
-	if cpu, err := groupCPU(p.pgid); err != nil || cpu < 0 {
+	if cpu, err := groupCPU(p.Pid); err != nil || cpu < 0 {
 		t.Fatalf("groupCPU = %v, %v", cpu, err)
 	}
 
 	g.stop(p, 100*time.Millisecond)
-	if left := groupMembers(p.pgid); len(left) != 0 {
-		t.Fatalf("processes %v of group %d survived stop", left, p.pgid)
+	if left := groupMembers(p.Pid); len(left) != 0 {
+		t.Fatalf("processes %v of group %d survived stop", left, p.Pid)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	default:
 		t.Fatal("stop returned before the child was reaped")
 	}
-	if got := g.startedGroups(); len(got) != 1 || got[0] != p.pgid {
-		t.Errorf("startedGroups = %v, want [%d]", got, p.pgid)
+	if got := g.startedGroups(); len(got) != 1 || got[0] != p.Pid {
+		t.Errorf("startedGroups = %v, want [%d]", got, p.Pid)
 	}
-	if _, err := peakRSS(p.pgid); err == nil {
+	if _, err := peakRSS(p.Pid); err == nil {
 		t.Error("peakRSS of a stopped group succeeded")
 	}
-	if _, err := groupCPU(p.pgid); err == nil {
+	if _, err := groupCPU(p.Pid); err == nil {
 		t.Error("groupCPU of a stopped group succeeded")
 	}
 }

@@ -202,8 +202,9 @@ func buildHubproxy(ctx context.Context, dir, out string) (string, error) {
 	return buildCmd(ctx, dir, out, "hubproxy")
 }
 
-// buildCmd builds ./cmd/NAME (or ./bench/cmd/NAME) of the module at dir
-// into out/NAME, static.
+// buildCmd builds ./cmd/NAME of the hubproxy module at dir, or of the bench
+// module (dir/bench, a module of its own) when the product has no such
+// command, into out/NAME, static.
 func buildCmd(ctx context.Context, dir, out, name string) (string, error) {
 	dir, err := moduleRoot(ctx, dir)
 	if err != nil {
@@ -211,14 +212,14 @@ func buildCmd(ctx context.Context, dir, out, name string) (string, error) {
 	}
 	pkg := "./cmd/" + name
 	if _, err := os.Stat(filepath.Join(dir, pkg)); err != nil {
-		pkg = "./bench/cmd/" + name
+		dir = filepath.Join(dir, "bench")
 	}
 	bin := filepath.Join(out, name)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if o, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("harness: go build %s: %v: %s", pkg, err, tail(o))
+		return "", fmt.Errorf("harness: go build %s in %s: %v: %s", pkg, dir, err, tail(o))
 	}
 	return bin, nil
 }

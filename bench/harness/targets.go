@@ -97,7 +97,7 @@ func (s *server) peakRSS() (int64, bool, error) {
 	if s.p == nil {
 		return 0, true, fmt.Errorf("%w: %s is not running", ErrExited, s.label)
 	}
-	n, err := peakRSS(s.p.pgid)
+	n, err := peakRSS(s.p.Pid)
 	return n, true, err
 }
 
@@ -105,7 +105,7 @@ func (s *server) cpuTime() (time.Duration, bool, error) {
 	if s.p == nil {
 		return 0, true, fmt.Errorf("%w: %s is not running", ErrExited, s.label)
 	}
-	d, err := groupCPU(s.p.pgid)
+	d, err := groupCPU(s.p.Pid)
 	return d, true, err
 }
 

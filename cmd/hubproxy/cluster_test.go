@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // TestClusterOwnerKilledMidChunk runs real hubproxy processes on one MinIO
@@ -41,8 +39,8 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 		"--shared-store-secret-file", secretFile(t)}
 	url := "/org/kill/resolve/main/w.safetensors"
 
-	addrA, a := startNode(t, bin, m.Env(), args)
-	resp, err := http.Get("http://" + addrA + url)
+	a := startServe(t, bin, m.Env(), append([]string{"--cache-dir", t.TempDir()}, args...)...)
+	resp, err := http.Get("http://" + a.addr + url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,16 +54,16 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 		}
 		return len(out.Contents)
 	}
-	waitFor(t, func() bool { return claims() > 0 })
-	a.Process.Signal(syscall.SIGKILL)
-	a.Wait()
+	testutil.Eventually(t, 30*time.Second, "node A's claims in the store", func() bool { return claims() > 0 })
+	a.Kill()
 	if n := claims(); n == 0 {
 		t.Fatal("A's claims vanished with it; the test needs them left behind")
 	}
 
 	h.SetFaults(hubtest.Faults{BandwidthPerConn: 32 << 20})
-	addrB, b := startNode(t, bin, m.Env(), args)
-	defer func() { b.Process.Signal(syscall.SIGKILL); b.Wait() }()
+	b := startServe(t, bin, m.Env(), append([]string{"--cache-dir", t.TempDir()}, args...)...)
+	defer b.Kill()
+	addrB := b.addr
 	start := time.Now()
 	got, err := httpGet("http://" + addrB + url)
 	if err != nil || sha256.Sum256(got) != want {
@@ -79,36 +77,6 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 	if n := claims(); n != 0 {
 		t.Errorf("%d claims left in the store after B finished", n)
 	}
-}
-
-// startNode runs `hubproxy serve` on a loopback port with a fresh cache
-// directory, args and extra environment, and returns its address.
-func startNode(t *testing.T, bin string, env, args []string) (string, *exec.Cmd) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--cache-dir", t.TempDir()}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if m := servingRE.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "serving") {
-			go io.Copy(io.Discard, stderr)
-			return m[1], cmd
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	t.Fatalf("hubproxy did not start:\n%s", strings.Join(lines, "\n"))
-	return "", nil
 }
 
 func httpGet(url string) ([]byte, error) {

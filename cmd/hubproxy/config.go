@@ -8,13 +8,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/bytesize"
@@ -25,13 +23,17 @@ import (
 // (HUBPROXY_CACHE_DIR) and a config-file key (cache-dir), in that order of
 // precedence, over the defaults of app.Defaults. The keys are app.Config's
 // `mapstructure` tags, so a field added there is a key everywhere at once.
+// Viper layers the three sources (layers.go): it binds the flags, maps each
+// key to its variable, reads the file and picks the value that wins.
 //
-// Values are parsed strictly and the same way from every source: a list is
-// comma-separated in a flag or a variable and a YAML list (or that same
-// string) in the file; a duration needs a unit; a boolean is true or false;
-// a size takes any form bytesize.Parse does; an unknown key in the file is an
-// error naming it. Viper reads the file; nothing here relies on its loose
-// conversions, which turned "a,b" into one list entry and "30" into 30ns.
+// On top of viper, values are parsed strictly and the same way from every
+// source: a list is comma-separated in a flag or a variable and a YAML list
+// (or that same string) in the file; a duration needs a unit; a boolean is
+// true or false; a size takes any form bytesize.Parse does; an unknown key in
+// the file is an error naming it. Nothing here relies on viper's loose
+// conversions, which turned "a,b" into one list entry and "30" into 30ns:
+// viper hands over the raw value (a flag's or variable's text, the YAML
+// value) and assign parses it.
 
 // kind is how a key's value is written and parsed.
 type kind int
@@ -135,9 +137,10 @@ func configKeys() []configKey {
 	return keys
 }
 
-// envName is the environment variable of a key.
+// envName is the environment variable of a key, as layers' viper spells it:
+// the prefix and the key, upper-cased, with envKeyReplacer applied.
 func envName(key string) string {
-	return "HUBPROXY_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+	return envKeyReplacer.Replace(strings.ToUpper(envPrefix + "_" + key))
 }
 
 func defaultCacheDir() string {
@@ -219,14 +222,14 @@ func loadConfig(fs *pflag.FlagSet) (app.Config, error) {
 // load is loadConfig that also keeps each key's source.
 func load(fs *pflag.FlagSet) (loaded, error) {
 	l := loaded{cfg: defaults(), sources: map[string]source{}}
-	file, err := readConfigFile(fs)
+	lay, err := newLayers(fs)
 	if err != nil {
 		return loaded{}, err
 	}
 	v := reflect.ValueOf(&l.cfg).Elem()
 	var errs []error
 	for _, k := range configKeys() {
-		raw, src, ok := lookupKey(fs, file, k)
+		raw, src, ok := lay.lookup(k)
 		if !ok {
 			l.sources[k.name] = source{kind: "default"}
 			continue
@@ -247,101 +250,6 @@ func load(fs *pflag.FlagSet) (loaded, error) {
 	}
 	l.cfg.CacheDir = expandHome(l.cfg.CacheDir)
 	return l, secret.Error(l.cfg.Validate())
-}
-
-// fileValues is the config file's keys and where it is.
-type fileValues struct {
-	path   string
-	values map[string]any
-}
-
-// readConfigFile reads --config (or HUBPROXY_CONFIG), refusing keys that
-// are not configuration keys, so a typo never silently leaves a default.
-func readConfigFile(fs *pflag.FlagSet) (fileValues, error) {
-	path := os.Getenv("HUBPROXY_CONFIG")
-	if f := fs.Lookup("config"); f != nil && f.Changed {
-		path = f.Value.String()
-	}
-	if path == "" {
-		return fileValues{}, nil
-	}
-	v := viper.New()
-	v.SetConfigFile(path)
-	if err := v.ReadInConfig(); err != nil {
-		return fileValues{}, fmt.Errorf("reading config %s: %w", path, err)
-	}
-	known := map[string]bool{}
-	for _, k := range configKeys() {
-		known[k.name] = true
-	}
-	values := v.AllSettings()
-	var unknown []string
-	for key := range values {
-		if !known[key] {
-			hint := ""
-			if s := closestKey(key, known); s != "" {
-				hint = fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			unknown = append(unknown, fmt.Sprintf("%q%s", key, hint))
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fileValues{}, fmt.Errorf("config %s: unknown keys %s; `hubproxy config --help` lists the keys", path, strings.Join(unknown, ", "))
-	}
-	return fileValues{path: path, values: values}, nil
-}
-
-// closestKey suggests the known key a misspelt one was meant to be: the same
-// letters with '_' or '.' for '-', or the nearest by edit distance.
-func closestKey(key string, known map[string]bool) string {
-	norm := strings.NewReplacer("_", "-", ".", "-", " ", "-").Replace(strings.ToLower(key))
-	if known[norm] {
-		return norm
-	}
-	best, bestD := "", 4 // suggest only close matches
-	for k := range known {
-		if d := editDistance(norm, k); d < bestD || d == bestD && k < best {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
-
-// lookupKey finds a key's raw value: the flag if set, else the variable,
-// else the file.
-func lookupKey(fs *pflag.FlagSet, file fileValues, k configKey) (any, source, bool) {
-	if f := fs.Lookup(k.name); f != nil && f.Changed {
-		return f.Value.String(), source{kind: "flag", name: "--" + k.name}, true
-	}
-	if v, ok := os.LookupEnv(envName(k.name)); ok {
-		return v, source{kind: "env", name: envName(k.name)}, true
-	}
-	if v, ok := file.values[k.name]; ok {
-		return v, source{kind: "file", name: file.path}, true
-	}
-	return nil, source{}, false
 }
 
 // assign parses raw (a string from a flag or variable, or a YAML value) as

@@ -77,6 +77,8 @@ func TestSilentlyWrongValuesAreErrors(t *testing.T) {
 		"yes in the file":               {file: "offline: yes\n", want: []string{"offline", "yes"}},
 		"unknown key":                   {file: "cache_max_bytes: 10GiB\n", want: []string{`"cache_max_bytes"`, `did you mean "cache-max-bytes"`}},
 		"typo":                          {file: "upstreem: http://x\n", want: []string{`"upstreem"`, `"upstream"`}},
+		"nested unknown key":            {file: "cache:\n  max-bytes: 1Gi\n", want: []string{"unknown keys", `"cache"`}},
+		"the file naming a file":        {file: "config: other.yaml\n", want: []string{"unknown keys", `"config"`}},
 		"bad size":                      {args: []string{"--cache-max-bytes", "lots"}, want: []string{"cache-max-bytes", "--cache-max-bytes", `"lots"`}},
 		"list where one value goes":     {file: "listen: [a, b]\n", want: []string{"listen", "not a single value"}},
 		"negative duration":             {args: []string{"--url-ttl", "-5m"}, want: []string{"url-ttl", "negative"}},

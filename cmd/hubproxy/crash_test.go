@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // TestKillDuringFillThenRestart kills the real binary with SIGKILL while it is
@@ -35,9 +31,10 @@ func TestKillDuringFillThenRestart(t *testing.T) {
 	blob := filepath.Join(dir, "models--org--crash", "blobs", etag)
 
 	sidecar := filepath.Join(dir, ".hubproxy", "partial", "models--org--crash--"+etag+".json")
+	serveArgs := []string{"--upstream", h.URL, "--cache-dir", dir, "--chunk-size", "1MiB", "--cache-min-free-bytes", "0"}
 	for round := range 3 {
-		addr, proc := startBinary(t, bin, h.URL, dir)
-		resp, err := http.Get("http://" + addr + "/org/crash/resolve/main/w.safetensors")
+		p := startServe(t, bin, nil, serveArgs...)
+		resp, err := http.Get("http://" + p.addr + "/org/crash/resolve/main/w.safetensors")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,10 +45,12 @@ func TestKillDuringFillThenRestart(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		if round > 0 {
-			waitFor(t, func() bool { fi, err := os.Stat(sidecar); return err == nil && fi.Size() > 0 })
+			testutil.Eventually(t, 30*time.Second, "the partial's sidecar", func() bool {
+				fi, err := os.Stat(sidecar)
+				return err == nil && fi.Size() > 0
+			})
 		}
-		proc.Process.Signal(syscall.SIGKILL)
-		proc.Wait()
+		p.Kill()
 		resp.Body.Close()
 		if _, err := os.Stat(blob); err == nil {
 			// Possible only if the whole file had been fetched and
@@ -61,9 +60,9 @@ func TestKillDuringFillThenRestart(t *testing.T) {
 	}
 
 	before := h.Counters().BodyBytes
-	addr, proc := startBinary(t, bin, h.URL, dir)
-	defer func() { proc.Process.Signal(syscall.SIGKILL); proc.Wait() }()
-	resp, err := http.Get("http://" + addr + "/org/crash/resolve/main/w.safetensors")
+	p := startServe(t, bin, nil, serveArgs...)
+	defer p.Kill()
+	resp, err := http.Get("http://" + p.addr + "/org/crash/resolve/main/w.safetensors")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,45 +77,6 @@ func TestKillDuringFillThenRestart(t *testing.T) {
 	if finish >= int64(len(data)) {
 		t.Errorf("the restart refetched the whole file (%d bytes): the partial did not resume", finish)
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-var servingRE = regexp.MustCompile(`addr=(\S+)`)
-
-func startBinary(t *testing.T, bin, upstream, dir string) (string, *exec.Cmd) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-		"--cache-dir", dir, "--chunk-size", "1MiB", "--cache-min-free-bytes", "0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
-			go io.Copy(io.Discard, stderr)
-			return m[1], cmd
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	t.Fatalf("hubproxy did not start: %v", sc.Err())
-	return "", nil
 }
 
 func checkFile(t *testing.T, path, etag string) {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,37 +22,9 @@ func TestSIGTERMDrainsThenCutsAndExitsCleanly(t *testing.T) {
 	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/slow", Files: []hubtest.File{
 		{Path: "w.safetensors", Data: hubtest.RandomBytes(5, 64<<20)},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--upstream", h.URL,
-		"--cache-dir", t.TempDir(), "--cache-min-free-bytes", "0", "--admin-listen", "",
-		"--shutdown-timeout", "1s")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu   sync.Mutex
-		logs []string
-	)
-	addr := make(chan string, 1)
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logs = append(logs, sc.Text())
-			mu.Unlock()
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	resp, err := http.Get("http://" + <-addr + "/org/slow/resolve/main/w.safetensors")
+	p := startServe(t, bin, nil, "--upstream", h.URL, "--cache-dir", t.TempDir(), "--cache-min-free-bytes", "0",
+		"--admin-listen", "", "--shutdown-timeout", "1s")
+	resp, err := http.Get("http://" + p.addr + "/org/slow/resolve/main/w.safetensors")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,18 +32,17 @@ func TestSIGTERMDrainsThenCutsAndExitsCleanly(t *testing.T) {
 	if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
 	go io.Copy(io.Discard, resp.Body) // the client keeps reading until cut
-	// Read the log to its end before Wait, which closes the pipe and would
-	// drop the last lines (the one this test looks for) if they were still
-	// in it.
-	<-scanned
-	if err := cmd.Wait(); err != nil {
+	select {
+	case <-p.Done(): // its log is whole now, to the last line
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no exit within 2 minutes of SIGTERM:\n%s", p.log())
+	}
+	if err := p.Err(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	all := strings.Join(logs, "\n")
+	all := p.log()
 	if !strings.Contains(all, "cut=1") {
 		t.Errorf("no log line says one transfer was cut:\n%s", all)
 	}

@@ -1,8 +1,11 @@
 // Command image builds hubproxy's container image as an OCI image layout,
 // with no Docker daemon: the static binary on an empty base plus what the
-// Dockerfile's distroless base provides. `make image` runs it:
+// Dockerfile's distroless base provides. `make image` builds it (deploy/ is
+// a module of its own) and runs it from the repository root, where the
+// defaults point:
 //
-//	go run ./deploy/image -bin bin/hubproxy -out bin/image -tag dev
+//	go -C deploy build -o ../bin/imagebuild ./image
+//	bin/imagebuild -bin bin/hubproxy -out bin/image -tag dev
 //
 // Push or load the layout with any OCI tool, e.g.
 // `skopeo copy oci:bin/image:dev docker://REGISTRY/hubproxy:dev`.

@@ -9,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // The handover through the cgo driver and the C fake: VMM allocation,
@@ -137,7 +140,7 @@ func TestStickyFaultRecovers(t *testing.T) {
 	big, _ := makeSources(rng, 30000)
 	_, err := h.c.Stage(context.Background(), 0, big, StageOptions{})
 	onlyCode(t, "Stage as the context dies", err, cudaErrorIllegalAddress)
-	eventually(t, "the device to recover", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the device to recover", func() bool {
 		ds, err := h.c.Devices()
 		return err == nil && ds[0].Health == HealthOK && ds[0].Recoveries == 1
 	})

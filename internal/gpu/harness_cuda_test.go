@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // realDriverEnv names a real driver library (e.g. libcuda.so.1) to run the
@@ -259,16 +258,4 @@ func (h *harness) stage(t *testing.T, dev int, srcs []Source) *Lease {
 		t.Fatalf("Stage: %v", err)
 	}
 	return l
-}
-
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // TestReleaseIdempotent: see releaseFreesOnce.
@@ -35,7 +37,7 @@ func TestLeaseExpires(t *testing.T) {
 	if l.Expires.Before(start.Add(opts.LeaseTTL)) {
 		t.Errorf("Expires %v is less than the TTL after the start %v", l.Expires, start)
 	}
-	eventually(t, "the lease to expire", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the lease to expire", func() bool {
 		return len(h.c.Leases()) == 0 && h.leased(t, 0) == 0
 	})
 	h.expectLive(t, map[string]int64{"alloc": 0})

@@ -13,18 +13,17 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hubproxy/hubproxy/internal/child"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
@@ -263,31 +262,23 @@ func probePort(t *testing.T, c *corev1.Container, probe *corev1.Probe) int32 {
 	return 0
 }
 
-// process is the booted hubproxy.
+// process is the booted hubproxy, supervised as every test's child
+// process is (internal/child).
 type process struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{} // closed when it has exited
-	err  error         // its exit error, once done is closed
+	*child.Process
+	out *syncBuffer
 }
 
 func startProcess(t *testing.T, argv, environ []string, dir string) *process {
 	t.Helper()
-	p := &process{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Env, p.cmd.Dir = environ, dir
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+	p := &process{out: &syncBuffer{}}
+	c, err := child.Start(child.Spec{Name: "hubproxy", Path: argv[0], Args: argv[1:], Env: environ, Dir: dir, Output: p.out})
+	if err != nil {
 		t.Fatalf("starting %q: %v", argv, err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	p.Process = c
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
+		p.Kill()
 		if t.Failed() {
 			t.Logf("hubproxy %q said:\n%s", argv, p.out.String())
 		}
@@ -299,25 +290,9 @@ func startProcess(t *testing.T, argv, environ []string, dir string) *process {
 // first (as the chart's pods did, on `hubproxy serve serve`).
 func (p *process) waitOK(t *testing.T, url string) {
 	t.Helper()
-	client := &http.Client{Timeout: 5 * time.Second}
-	for {
-		select {
-		case <-p.done:
-			t.Fatalf("hubproxy exited (%v) before %s answered 200:\n%s", p.err, url, p.out.String())
-		default:
-		}
-		resp, err := client.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-p.done:
-		case <-time.After(50 * time.Millisecond):
-		}
+	ok := func(status int) bool { return status == http.StatusOK }
+	if err := child.WaitHTTP(context.Background(), p.Process, url, ok); err != nil {
+		t.Fatalf("%v:\n%s", err, p.out.String())
 	}
 }
 
@@ -339,12 +314,11 @@ func (p *process) get(t *testing.T, client *http.Client, url string) string {
 // stop sends SIGTERM, as the kubelet does, and wants an orderly exit.
 func (p *process) stop(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	if p.err != nil {
-		t.Errorf("after SIGTERM hubproxy exited with %v, want status 0", p.err)
+	if err := p.Err(); err != nil {
+		t.Errorf("after SIGTERM hubproxy exited with %v, want status 0", err)
 	}
 }
 

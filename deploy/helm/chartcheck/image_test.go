@@ -12,7 +12,8 @@ import (
 	"github.com/hubproxy/hubproxy/deploy/image/ociimage"
 )
 
-// repoRoot is the module root, relative to this package's directory.
+// repoRoot is the repository root, the hubproxy module that deploy/go.mod's
+// replace directive points at, relative to this package's directory.
 const repoRoot = "../../.."
 
 // builtImage is hubproxy's image as `make image` builds it, read back from

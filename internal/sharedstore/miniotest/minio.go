@@ -7,6 +7,10 @@
 // .tools/minio-<Version>/ under the repository root, which git ignores:
 // `make test` builds it first (make minio); a test run without it builds it
 // here, once, under a lock. MinIO is never a dependency in go.mod.
+//
+// It is the one MinIO launcher: tests call Start, and the programs that
+// drive hubproxy against a real store (soak, bench) call Launch, so all run
+// the same binary the same way, supervised by internal/child.
 package miniotest
 
 import (
@@ -20,6 +24,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +33,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/hubproxy/hubproxy/internal/child"
 )
 
 // Version is the MinIO module version the tests run; the Makefile's
@@ -44,10 +52,25 @@ const (
 type Server struct {
 	Endpoint string // http://127.0.0.1:PORT
 
-	bin, dir, log, addr string
+	opts Options // with the defaults filled in
 
-	mu  sync.Mutex
-	cmd *exec.Cmd // nil while stopped
+	mu   sync.Mutex
+	proc *child.Process // nil while stopped
+}
+
+// Options say how Launch runs a server.
+type Options struct {
+	Binary string // the MinIO binary (Binary finds the tests' one)
+	Dir    string // its data directory, kept across restarts
+	Log    string // the file its output is appended to
+	// Addr is the loopback address it listens on; "" picks a free port.
+	Addr string
+	// User and Password are its root credentials; "" means AccessKey and
+	// SecretKey.
+	User, Password string
+	// Env is the environment it runs in, MinIO's own settings added; nil
+	// means this process's.
+	Env []string
 }
 
 // Start runs a MinIO server on a fresh directory, creates Bucket and stops
@@ -55,25 +78,68 @@ type Server struct {
 // or started: tests that need a real S3 server never skip.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := Binary(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	base := t.TempDir()
+	s, err := Launch(Options{Binary: Binary(t), Dir: filepath.Join(base, "data"), Log: filepath.Join(base, "minio.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	base := t.TempDir()
-	s := &Server{Endpoint: "http://" + addr, bin: bin, dir: filepath.Join(base, "data"), log: filepath.Join(base, "minio.log"), addr: addr}
 	t.Cleanup(s.Stop)
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(Bucket)}); err != nil {
-		t.Fatalf("minio: creating bucket: %v", err)
-	}
 	return s
+}
+
+// Launch runs a MinIO server as o says, waits until it is live and has
+// created Bucket, and returns it; the caller stops it. It is Start for the
+// programs that drive hubproxy against a real store (soak, bench), so that
+// they run MinIO exactly as the tests do.
+func Launch(o Options) (*Server, error) {
+	if o.Binary == "" || o.Dir == "" || o.Log == "" {
+		return nil, errors.New("miniotest: Launch needs a binary, a data directory and a log file")
+	}
+	if o.User == "" {
+		o.User, o.Password = AccessKey, SecretKey
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.Addr == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		o.Addr = l.Addr().String()
+		l.Close()
+	}
+	s := &Server{Endpoint: "http://" + o.Addr, opts: o}
+	if err := s.Relaunch(); err != nil {
+		return nil, err
+	}
+	if err := s.createBucket(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// createBucket creates Bucket, retrying while MinIO finishes starting (it
+// answers its health check a little before it takes every request).
+func (s *Server) createBucket() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.client(&http.Client{Transport: &http.Transport{Proxy: nil}})
+	for {
+		_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(Bucket)})
+		if err == nil {
+			return nil
+		}
+		p := s.Process()
+		select {
+		case <-p.Done():
+			return fmt.Errorf("minio exited (%v) before it created its bucket; its log:\n%s", p.Err(), s.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("minio: creating bucket %s: %v; its log:\n%s", Bucket, err, s.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // URL is the shared-store URL of prefix in the bucket.
@@ -87,11 +153,11 @@ func (s *Server) URL(prefix string) string {
 
 // DataDir is where the server keeps its objects on disk, for tests that
 // damage them under it, as bit rot would.
-func (s *Server) DataDir() string { return s.dir }
+func (s *Server) DataDir() string { return s.opts.Dir }
 
 // Env is the environment a hubproxy process needs to reach the server.
 func (s *Server) Env() []string {
-	return []string{"AWS_ACCESS_KEY_ID=" + AccessKey, "AWS_SECRET_ACCESS_KEY=" + SecretKey,
+	return []string{"AWS_ACCESS_KEY_ID=" + s.opts.User, "AWS_SECRET_ACCESS_KEY=" + s.opts.Password,
 		"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true"}
 }
 
@@ -100,87 +166,103 @@ func (s *Server) Env() []string {
 func (s *Server) SetEnv(t testing.TB) {
 	t.Helper()
 	for _, kv := range s.Env() {
-		k, v, _ := cut(kv)
+		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
 }
 
-func cut(kv string) (string, string, bool) {
-	for i := range kv {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return kv, "", false
-}
-
 // Client is an S3 client of the server with its root credentials, for tests
 // that look at or tamper with objects directly.
-func (s *Server) Client() *s3.Client {
-	return s3.New(s3.Options{
+func (s *Server) Client() *s3.Client { return s.client(nil) }
+
+func (s *Server) client(hc *http.Client) *s3.Client {
+	o := s3.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
-	})
+		Credentials:  credentials.NewStaticCredentialsProvider(s.opts.User, s.opts.Password, ""),
+	}
+	if hc != nil {
+		o.HTTPClient = hc
+	}
+	return s3.New(o)
+}
+
+// Process is the running MinIO process (nil while stopped), for callers
+// that account for their children (bench).
+func (s *Server) Process() *child.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
 }
 
 // Stop kills the server (as a crash would); Restart brings it back on the
 // same port and data.
-func (s *Server) Stop() {
+func (s *Server) Stop() { s.Kill() }
+
+// Kill kills the server with SIGKILL, as a crash would, and reports
+// whether it was running.
+func (s *Server) Kill() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd = nil
+	if s.proc == nil {
+		return false
 	}
+	s.proc.Kill()
+	s.proc = nil
+	return true
 }
 
 // Restart starts a stopped server again.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	if err := s.start(); err != nil {
+	if err := s.Relaunch(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (s *Server) start() error {
+// Relaunch starts a stopped server again, on the same port and data, and
+// waits until it is live; a running one is left alone.
+func (s *Server) Relaunch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
+	if s.proc != nil {
 		return nil
 	}
-	cmd := exec.Command(s.bin, "server", "--address", s.addr, "--quiet", s.dir)
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+AccessKey, "MINIO_ROOT_PASSWORD="+SecretKey,
-		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=on")
-	logf, err := os.OpenFile(s.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	o := s.opts
+	logf, err := os.OpenFile(o.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	defer logf.Close() // the child has its own copy
+	p, err := child.Start(child.Spec{Name: "minio", Path: o.Binary, Args: []string{"server", "--address", o.Addr, "--quiet", o.Dir},
+		Env: append(slices.Clip(o.Env), "MINIO_ROOT_USER="+o.User, "MINIO_ROOT_PASSWORD="+o.Password,
+			"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=on"),
+		Output: logf})
+	if err != nil {
 		return fmt.Errorf("minio: %w", err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.Endpoint + "/minio/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				s.cmd = cmd
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			out, _ := os.ReadFile(s.log)
-			return fmt.Errorf("minio did not become live on %s within 60s (last: %v); its log:\n%s", s.addr, err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	live := func(status int) bool { return status == http.StatusOK }
+	if err := child.WaitHTTP(ctx, p, s.Endpoint+"/minio/health/live", live); err != nil {
+		p.Kill()
+		return fmt.Errorf("minio did not become live on %s: %v; its log:\n%s", o.Addr, err, s.logTail())
 	}
+	s.proc = p
+	return nil
+}
+
+// logTail is the end of the server's log, for errors.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.opts.Log)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // Binary returns the MinIO binary: $HUBPROXY_MINIO if set (it must exist),
@@ -253,21 +335,33 @@ func build(root, dir, bin string) error {
 	return os.Rename(tmp, dir)
 }
 
-// repoRoot is the nearest directory above the working directory with a
-// go.mod: the module root, where .tools lives.
+// repoRoot is the nearest directory above the working directory whose
+// go.mod is the hubproxy module's: the repository root, where .tools lives.
+// The tool modules nested in it (soak, bench, deploy) have go.mod files of
+// their own, and their tests share the root's MinIO.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && isProductModule(b) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("miniotest: no go.mod above the working directory")
+			return "", errors.New("miniotest: no go.mod of github.com/hubproxy/hubproxy above the working directory")
 		}
 		dir = parent
 	}
+}
+
+// isProductModule reports whether a go.mod declares the hubproxy module.
+func isProductModule(gomod []byte) bool {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == "github.com/hubproxy/hubproxy"
+		}
+	}
+	return false
 }
