@@ -15,6 +15,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/cachemaint"
 )
 
 // ErrCorrupt is returned by `cache verify` when it found corrupt blobs and
@@ -61,7 +62,7 @@ func newCacheLsCmd() *cobra.Command {
 				return err
 			}
 			pins := append(configured, recorded...)
-			usage, err := cache.Usage(dir)
+			usage, err := cachemaint.Usage(dir)
 			if err != nil {
 				return err
 			}
@@ -76,7 +77,7 @@ func newCacheLsCmd() *cobra.Command {
 	return cmd
 }
 
-func printCacheLs(w io.Writer, usage []cache.RepoUsage, pins []cache.Pin, now time.Time) error {
+func printCacheLs(w io.Writer, usage []cachemaint.RepoUsage, pins []cache.Pin, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPO\tTYPE\tFILES\tSIZE\tPARTIAL\tREVISIONS\tPINNED\tLAST ACCESS")
 	for _, u := range usage {
@@ -101,7 +102,7 @@ type cacheLsRepo struct {
 	LastAccess   *time.Time `json:"last_access"` // null when unknown
 }
 
-func cacheLsJSON(usage []cache.RepoUsage, pins []cache.Pin) map[string]any {
+func cacheLsJSON(usage []cachemaint.RepoUsage, pins []cache.Pin) map[string]any {
 	repos := make([]cacheLsRepo, 0, len(usage))
 	for _, u := range usage {
 		r := cacheLsRepo{Repo: u.Repo.String(), Type: string(u.Repo.Type()), ID: u.Repo.ID(), Files: u.Blobs, Bytes: u.BlobBytes,
@@ -125,7 +126,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func partialCell(u cache.RepoUsage) string {
+func partialCell(u cachemaint.RepoUsage) string {
 	if u.Partials == 0 {
 		return "-"
 	}
@@ -163,7 +164,7 @@ func newCacheDuCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			usage, err := cache.Usage(dir)
+			usage, err := cachemaint.Usage(dir)
 			if err != nil {
 				return err
 			}
@@ -183,7 +184,7 @@ func newCacheDuCmd() *cobra.Command {
 	return cmd
 }
 
-func printCacheDu(w io.Writer, usage []cache.RepoUsage, size func(int64) string) error {
+func printCacheDu(w io.Writer, usage []cachemaint.RepoUsage, size func(int64) string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "BLOBS\tPARTIAL\tTOTAL\t  REPO")
 	var blobs, partial int64
@@ -214,7 +215,7 @@ type duTotal struct {
 	duBytes
 }
 
-func cacheDuJSON(usage []cache.RepoUsage) map[string]any {
+func cacheDuJSON(usage []cachemaint.RepoUsage) map[string]any {
 	repos := make([]duRepo, 0, len(usage))
 	var total duTotal
 	for _, u := range usage {
@@ -247,7 +248,7 @@ huggingface_hub) downloads them again on the next request.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			rep, err := cache.Verify(cmd.Context(), dir, cache.VerifyOptions{Fix: fix, Workers: workers})
+			rep, err := cachemaint.Verify(cmd.Context(), dir, cachemaint.VerifyOptions{Fix: fix, Workers: workers})
 			for _, c := range rep.Corrupt {
 				what := "hashes to " + c.Got
 				if c.Err != nil {
@@ -294,7 +295,7 @@ them.`,
   hubproxy cache prune --older-than 30d --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var o cache.PruneOptions
+			var o cachemaint.PruneOptions
 			var err error
 			if o.MaxBytes, o.OlderThan, err = pruneLimits(maxBytes, olderThan, "the cache; remove the directory instead"); err != nil {
 				return err
@@ -310,7 +311,7 @@ them.`,
 			if o.Pins, err = cfg.ParsedPins(); err != nil {
 				return err
 			}
-			rep, err := cache.Prune(cmd.Context(), cfg.CacheDir, o)
+			rep, err := cachemaint.Prune(cmd.Context(), cfg.CacheDir, o)
 			printPrune(cmd.OutOrStdout(), rep, o)
 			return err
 		},
@@ -324,7 +325,7 @@ them.`,
 	return cmd
 }
 
-func printPrune(w io.Writer, rep cache.PruneReport, o cache.PruneOptions) {
+func printPrune(w io.Writer, rep cachemaint.PruneReport, o cachemaint.PruneOptions) {
 	verb := "removed"
 	if o.DryRun {
 		verb = "would remove"

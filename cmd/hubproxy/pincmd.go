@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/cachemaint"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
@@ -26,7 +27,7 @@ anything: pull the model to have it all.`,
   hubproxy cache pin datasets/org/eval-set`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changePin(cmd, args[0], cache.AddPin, "pinned", "already pinned")
+			return changePin(cmd, args[0], cachemaint.AddPin, "pinned", "already pinned")
 		},
 	}
 	addCacheDirFlags(cmd.Flags())
@@ -39,7 +40,7 @@ func newCacheUnpinCmd() *cobra.Command {
 		Short: "Remove a pin that `cache pin` recorded",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changePin(cmd, args[0], cache.RemovePin, "unpinned", "not pinned in the cache directory")
+			return changePin(cmd, args[0], cachemaint.RemovePin, "unpinned", "not pinned in the cache directory")
 		},
 	}
 	addCacheDirFlags(cmd.Flags())

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hubproxy/hubproxy/internal/bytesize"
-	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/cachemaint"
 	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
@@ -190,7 +190,7 @@ func storePins(cmd *cobra.Command) (map[string]bool, error) {
 	if err != nil || len(configured)+len(recorded) == 0 {
 		return nil, err
 	}
-	keep, unresolved, err := cache.PinnedETags(dir, configured)
+	keep, unresolved, err := cachemaint.PinnedETags(dir, configured)
 	if err != nil {
 		return nil, fmt.Errorf("resolving pins through %s: %w", dir, err)
 	}

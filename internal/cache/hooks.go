@@ -12,7 +12,8 @@ type testHooks struct {
 	// wait runs in Handle.ensure each time a reader is about to wait for
 	// fills, after it planned and adopted what it needs.
 	wait func()
-	// now, if set, is the clock read-ahead pacing measures rates by.
+	// now, if set, is the store's clock: read-ahead pacing measures rates
+	// by it, and the pin index ages by it.
 	now func() time.Time
 }
 

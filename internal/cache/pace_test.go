@@ -4,45 +4,27 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache/ranges"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // paceSetup is a handle of a partial file whose reader is paced by a fake
 // clock, and drives its epochs by hand.
 type paceSetup struct {
 	t     *testing.T
 	s     *Store
-	clock *fakeClock
+	clock *testutil.Clock
 	chunk int64
 }
 
 func newPaceSetup(t *testing.T, readAhead, maxFills int) *paceSetup {
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	s := newStoreHooks(t, Options{BlockSize: 4096, ChunkSize: 16384, ReadAhead: readAhead, MaxFills: maxFills},
-		testHooks{now: clock.now})
+		testHooks{now: clock.Now})
 	return &paceSetup{t: t, s: s, clock: clock, chunk: 16384}
 }
 
@@ -70,7 +52,7 @@ func (p *paceSetup) depth(h *Handle) int {
 // for bytes or not, and returns the depth the controller then chose.
 func (p *paceSetup) epoch(h *Handle, rate float64, starved bool) int {
 	n := int64(p.depth(h)) * p.chunk
-	p.clock.advance(time.Duration(float64(n) / rate * float64(time.Second)))
+	p.clock.Advance(time.Duration(float64(n) / rate * float64(time.Second)))
 	h.paced(n, starved)
 	return p.depth(h)
 }
@@ -190,7 +172,7 @@ func (p *paceSetup) together(hs ...*Handle) {
 	for i, h := range hs {
 		depths[i] = p.depth(h)
 	}
-	p.clock.advance(time.Millisecond)
+	p.clock.Advance(time.Millisecond)
 	for i, h := range hs {
 		h.paced(int64(depths[i])*p.chunk, true)
 	}

@@ -92,34 +92,10 @@ func ReadPins(dir string) ([]Pin, error) {
 	return out, sc.Err()
 }
 
-// AddPin records p in the cache directory; it reports false if it was
-// already there. A running server picks it up at its next eviction.
-func AddPin(dir string, p Pin) (bool, error) {
-	pins, err := ReadPins(dir)
-	if err != nil {
-		return false, err
-	}
-	if slices.Contains(pins, p) {
-		return false, nil
-	}
-	return true, writePins(dir, append(pins, p))
-}
-
-// RemovePin removes p from the cache directory's pins; it reports false if
-// it was not there.
-func RemovePin(dir string, p Pin) (bool, error) {
-	pins, err := ReadPins(dir)
-	if err != nil {
-		return false, err
-	}
-	i := slices.Index(pins, p)
-	if i < 0 {
-		return false, nil
-	}
-	return true, writePins(dir, slices.Delete(pins, i, i+1))
-}
-
-func writePins(dir string, pins []Pin) error {
+// WritePins replaces the pins recorded in the cache directory (the file
+// ReadPins reads; internal/cachemaint edits it). A running server picks
+// them up at its next eviction.
+func WritePins(dir string, pins []Pin) error {
 	if err := checkLayout(dir); err != nil {
 		return err
 	}
@@ -128,7 +104,12 @@ func writePins(dir string, pins []Pin) error {
 	for _, p := range pins {
 		b.WriteString(p.String() + "\n")
 	}
+	// A cache directory only huggingface_hub has written has no temp
+	// directory of ours yet: pinning it must not need a server run first.
 	p := paths{root: dir}
+	if err := os.MkdirAll(p.tmp(), dirMode); err != nil {
+		return err
+	}
 	return writeFileAtomic(p.tmp(), pinsPath(dir), []byte(b.String()))
 }
 
@@ -194,39 +175,6 @@ func indexPins(dir string, pins []Pin) *pinIndex {
 	return x
 }
 
-// PinnedETags returns the content hashes of the files that pins, and the
-// pins recorded in the cache directory, cover there: for pruning the shared
-// store (keyed by content hash) without touching them. Only files this
-// cache holds are known, so it also returns the pins that cover none of
-// them: what they were meant to keep cannot be told here.
-func PinnedETags(dir string, pins []Pin) (etags map[string]bool, unresolved []Pin, err error) {
-	if err := checkLayout(dir); err != nil {
-		return nil, nil, err
-	}
-	filePins, err := ReadPins(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	entries, err := List(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	etags = map[string]bool{}
-	for _, p := range append(slices.Clone(pins), filePins...) {
-		x := indexPins(dir, []Pin{p})
-		found := false
-		for _, e := range entries {
-			if x.pinned(e.Repo, e.ETag, nil) {
-				etags[e.ETag], found = true, true
-			}
-		}
-		if !found {
-			unresolved = append(unresolved, p)
-		}
-	}
-	return etags, unresolved, nil
-}
-
 // pinState is a Store's view of its pins: Options.Pins plus the cache
 // directory's pins file, resolved into an index that eviction reads. It is
 // rebuilt off the store's lock, when the pins file changed, when refs or
@@ -249,7 +197,7 @@ func (s *Store) currentPins() *pinIndex {
 	if info, err := os.Stat(pinsPath(s.paths.root)); err == nil {
 		mod = info.ModTime()
 	}
-	age := time.Since(ps.builtAt)
+	age := s.now().Sub(ps.builtAt)
 	if !ps.builtAt.IsZero() && mod.Equal(ps.fileMod) && age < 30*time.Second && (age < time.Second || !ps.dirty.Load()) {
 		return ps.idx
 	}
@@ -265,6 +213,6 @@ func (s *Store) currentPins() *pinIndex {
 	} else {
 		ps.idx = indexPins(s.paths.root, pins)
 	}
-	ps.builtAt, ps.fileMod = time.Now(), mod
+	ps.builtAt, ps.fileMod = s.now(), mod
 	return ps.idx
 }

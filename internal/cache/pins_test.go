@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 func TestParsePin(t *testing.T) {
@@ -73,9 +73,10 @@ func TestPinnedRepoIsNeverEvicted(t *testing.T) {
 // keeps the files of the commit the branch names; when the branch moves, the
 // files only the old commit had are no longer pinned.
 func TestPinAtABranchFollowsIt(t *testing.T) {
-	s := newStore(t, Options{MaxBytes: 3 << 20, ChunkSize: 256 << 10})
+	clock := testutil.NewClock(time.Unix(1e9, 0))
+	s := newStoreHooks(t, Options{MaxBytes: 3 << 20, ChunkSize: 256 << 10}, testHooks{now: clock.Now})
 	old, next := strings.Repeat("a", 40), strings.Repeat("b", 40)
-	if _, err := AddPin(s.paths.root, Pin{Repo: testRepo, Rev: "main"}); err != nil {
+	if err := WritePins(s.paths.root, []Pin{{Repo: testRepo, Rev: "main"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WriteRef(testRepo, "main", old); err != nil {
@@ -100,7 +101,7 @@ func TestPinAtABranchFollowsIt(t *testing.T) {
 	if err := s.WriteRef(testRepo, "main", next); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // the index is rebuilt at most once a second
+	clock.Advance(1100 * time.Millisecond) // the index is rebuilt at most once a second
 	more, moreO := pinFiles(filler, testCommit, 4, 120)
 	for i := range more {
 		openRead(t, s, more[i], moreO[i])
@@ -114,46 +115,5 @@ func TestPinAtABranchFollowsIt(t *testing.T) {
 	}
 	if gone == 0 {
 		t.Error("the old commit's files are still kept after the branch moved")
-	}
-}
-
-// Prune passes over pinned entries and says how much it kept for them.
-func TestPrunePassesOverPins(t *testing.T) {
-	dir := t.TempDir()
-	s := newStore(t, Options{Dir: dir, ChunkSize: 256 << 10})
-	pinned := hub.MustRepo(hub.Model, "org/keep")
-	keep, keepO := pinFiles(pinned, testCommit, 2, 1)
-	other, otherO := pinFiles(testRepo, testCommit, 2, 50)
-	for i := range keep {
-		openRead(t, s, keep[i], keepO[i])
-		openRead(t, s, other[i], otherO[i])
-	}
-	settle(s)
-	s.Close()
-	if _, err := AddPin(dir, Pin{Repo: pinned}); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Prune(context.Background(), dir, PruneOptions{OlderThan: time.Nanosecond, Now: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Removed) != 2 || rep.Pinned != 2<<20 {
-		t.Errorf("removed %d entries, kept %d pinned bytes; want the 2 unpinned removed and 2 MiB kept", len(rep.Removed), rep.Pinned)
-	}
-	for _, r := range rep.Removed {
-		if r.Repo == pinned {
-			t.Errorf("pruned pinned %s", r.ETag)
-		}
-	}
-	etags, unresolved, err := PinnedETags(dir, nil)
-	if err != nil || len(etags) != 2 || !etags[keep[0].ETag] || !etags[keep[1].ETag] || len(unresolved) != 0 {
-		t.Errorf("PinnedETags = %v, %v, %v; want the pinned repo's 2 blobs", etags, unresolved, err)
-	}
-	// A pin this cache holds nothing of is named, even beside one it does
-	// resolve: a store prune must not take its silence for "keep nothing".
-	absent := Pin{Repo: hub.MustRepo(hub.Model, "org/absent")}
-	etags, unresolved, err = PinnedETags(dir, []Pin{absent})
-	if err != nil || len(etags) != 2 || len(unresolved) != 1 || unresolved[0] != absent {
-		t.Errorf("PinnedETags with an absent pin = %v, %v, %v; want 2 blobs and the absent pin unresolved", etags, unresolved, err)
 	}
 }

@@ -1,8 +1,7 @@
-package cache
+package cachemaint
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/cache/ranges"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
@@ -33,14 +33,14 @@ type inventory struct {
 
 // scan walks dir's repositories and .hubproxy/partial.
 func scan(dir string) (*inventory, error) {
-	p := paths{root: dir}
+	l := cache.NewLayout(dir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
+		return nil, fmt.Errorf("cachemaint: %w", err)
 	}
 	inv := &inventory{snapshots: map[hub.Repo]int{}}
 	for _, e := range ents {
-		repo, ok := parseRepoDir(e.Name())
+		repo, ok := cache.ParseRepoDir(e.Name())
 		if !ok || !e.IsDir() {
 			continue
 		}
@@ -49,7 +49,7 @@ func scan(dir string) (*inventory, error) {
 		}
 		blobs, err := os.ReadDir(filepath.Join(dir, e.Name(), "blobs"))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("cache: %w", err)
+			return nil, fmt.Errorf("cachemaint: %w", err)
 		}
 		for _, b := range blobs {
 			if !b.Type().IsRegular() || hub.ETagKind(b.Name()) == hub.HashUnknown {
@@ -63,7 +63,7 @@ func scan(dir string) (*inventory, error) {
 				Bytes: info.Size(), LastAccess: lastAccess(info)})
 		}
 	}
-	if err := inv.scanPartials(p); err != nil {
+	if err := inv.scanPartials(l); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(inv.entries, func(a, b Entry) int {
@@ -74,30 +74,25 @@ func scan(dir string) (*inventory, error) {
 
 // scanPartials reads every sidecar. Data files are claimed by valid sidecars;
 // the rest of partial/ and everything in tmp/ are orphans.
-func (inv *inventory) scanPartials(p paths) error {
-	ents, err := os.ReadDir(p.partial())
+func (inv *inventory) scanPartials(l cache.Layout) error {
+	ents, err := os.ReadDir(l.PartialDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cache: %w", err)
+		return fmt.Errorf("cachemaint: %w", err)
 	}
 	claimed := map[string]bool{}
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		name := filepath.Join(p.partial(), e.Name())
-		b, err := os.ReadFile(name)
-		var sc sidecar
-		if err != nil || json.Unmarshal(b, &sc) != nil {
+		name := filepath.Join(l.PartialDir(), e.Name())
+		f, present, err := l.ReadSidecar(name)
+		if err != nil || l.Sidecar(f.Repo, f.ETag) != name {
 			continue
 		}
-		f, err := sc.file()
-		if err != nil || p.sidecar(f.Repo, f.ETag) != name {
-			continue
-		}
-		data, err := os.Stat(p.partialData(f.Repo, f.ETag))
+		data, err := os.Stat(l.PartialData(f.Repo, f.ETag))
 		if err != nil || !data.Mode().IsRegular() {
 			continue
 		}
@@ -105,9 +100,8 @@ func (inv *inventory) scanPartials(p paths) error {
 		if err != nil {
 			continue
 		}
-		present := sc.Present.Clone()
 		present.Remove(ranges.Range{Pos: min(f.Size, data.Size()), End: 1<<63 - 1})
-		claimed[name], claimed[p.partialData(f.Repo, f.ETag)] = true, true
+		claimed[name], claimed[l.PartialData(f.Repo, f.ETag)] = true, true
 		last := data.ModTime()
 		if side.ModTime().After(last) {
 			last = side.ModTime()
@@ -116,14 +110,14 @@ func (inv *inventory) scanPartials(p paths) error {
 			Bytes: present.Size(), LastAccess: last})
 	}
 	for _, e := range ents {
-		name := filepath.Join(p.partial(), e.Name())
+		name := filepath.Join(l.PartialDir(), e.Name())
 		if !claimed[name] {
 			inv.addOrphan(name, e)
 		}
 	}
-	if tmps, err := os.ReadDir(p.tmp()); err == nil {
+	if tmps, err := os.ReadDir(l.TmpDir()); err == nil {
 		for _, e := range tmps {
-			inv.addOrphan(filepath.Join(p.tmp(), e.Name()), e)
+			inv.addOrphan(filepath.Join(l.TmpDir(), e.Name()), e)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package cache
+package cachemaint
 
 import (
 	"context"
@@ -9,22 +9,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // fillCache stores each data as a complete blob of testRepo (the first as a
 // git-sha1 file, the rest sha256) and returns their Files. The store is
 // closed before returning, as the admin functions run on a quiet tree.
-func fillCache(t *testing.T, dir string, datas ...[]byte) []File {
+func fillCache(t *testing.T, dir string, datas ...[]byte) []cache.File {
 	t.Helper()
-	s := newStore(t, Options{Dir: dir, BlockSize: 4 << 10, ChunkSize: 64 << 10})
-	var files []File
+	s := newStore(t, cache.Options{Dir: dir, BlockSize: 4 << 10, ChunkSize: 64 << 10})
+	var files []cache.File
 	for i, data := range datas {
 		f := fileFor("f"+string(rune('a'+i))+".bin", data)
 		if i == 0 {
 			f.ETag = gitSHA1Hex(data)
 		}
-		openRead(t, s, f, &fakeOrigin{data: data})
+		openRead(t, s, f, &origin{data: data})
 		files = append(files, f)
 	}
 	if err := s.Close(); err != nil {
@@ -34,9 +35,9 @@ func fillCache(t *testing.T, dir string, datas ...[]byte) []File {
 }
 
 // age sets a blob's access and modification times.
-func age(t *testing.T, p paths, f File, when time.Time) {
+func age(t *testing.T, l cache.Layout, f cache.File, when time.Time) {
 	t.Helper()
-	if err := os.Chtimes(p.blob(f.Repo, f.ETag), when, when); err != nil {
+	if err := os.Chtimes(l.Blob(f.Repo, f.ETag), when, when); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -49,7 +50,7 @@ func exists(name string) bool {
 func TestVerifyFindsAndFixesCorruptBlob(t *testing.T) {
 	dir := t.TempDir()
 	files := fillCache(t, dir, genData(10_000, 1), genData(70_000, 2), genData(33_000, 3))
-	p := paths{root: dir}
+	p := cache.NewLayout(dir)
 
 	rep, err := Verify(context.Background(), dir, VerifyOptions{})
 	if err != nil || rep.Checked != 3 || len(rep.Corrupt) != 0 || rep.Bytes != 113_000 {
@@ -58,7 +59,7 @@ func TestVerifyFindsAndFixesCorruptBlob(t *testing.T) {
 
 	// Flip one byte of each hash kind; keep the size, so only hashing can tell.
 	for _, f := range files[:2] {
-		name := p.blob(f.Repo, f.ETag)
+		name := p.Blob(f.Repo, f.ETag)
 		b, _ := os.ReadFile(name)
 		b[len(b)/2] ^= 0x01
 		os.WriteFile(name, b, 0o644)
@@ -75,11 +76,11 @@ func TestVerifyFindsAndFixesCorruptBlob(t *testing.T) {
 		if c.ETag != files[0].ETag && c.ETag != files[1].ETag || c.Got == c.ETag || c.Got == "" || c.Removed {
 			t.Errorf("corrupt entry %+v", c)
 		}
-		if !exists(p.blob(c.Repo, c.ETag)) {
+		if !exists(p.Blob(c.Repo, c.ETag)) {
 			t.Errorf("verify without Fix deleted %s", c.ETag)
 		}
 	}
-	if info, err := os.Stat(p.blob(files[2].Repo, files[2].ETag)); err == nil {
+	if info, err := os.Stat(p.Blob(files[2].Repo, files[2].ETag)); err == nil {
 		if at, ok := accessTime(info); ok && !at.Equal(old) {
 			t.Errorf("verify left the access time at %v, want it restored to %v", at, old)
 		}
@@ -90,7 +91,7 @@ func TestVerifyFindsAndFixesCorruptBlob(t *testing.T) {
 		t.Fatalf("fix: %+v, %v", rep, err)
 	}
 	for i, f := range files {
-		blob, link := exists(p.blob(f.Repo, f.ETag)), exists(p.snapshot(f.Repo, f.Commit, f.Path))
+		blob, link := exists(p.Blob(f.Repo, f.ETag)), exists(p.Snapshot(f.Repo, f.Commit, f.Path))
 		if want := i == 2; blob != want || link != want {
 			t.Errorf("file %d after fix: blob %v, link %v; want %v", i, blob, link, want)
 		}
@@ -100,9 +101,9 @@ func TestVerifyFindsAndFixesCorruptBlob(t *testing.T) {
 	}
 
 	// The store reopens on the fixed tree and refetches the removed file.
-	s := newStore(t, Options{Dir: dir})
+	s := newStore(t, cache.Options{Dir: dir})
 	data := genData(70_000, 2)
-	openRead(t, s, files[1], &fakeOrigin{data: data})
+	openRead(t, s, files[1], &origin{data: data})
 	if st := s.Stats(); st.Blobs != 2 {
 		t.Errorf("after refetch: %+v", st)
 	}
@@ -124,7 +125,7 @@ func TestPruneFreesToTarget(t *testing.T) {
 	dir := t.TempDir()
 	const n = 50_000
 	files := fillCache(t, dir, genData(n, 1), genData(n, 2), genData(n, 3), genData(n, 4))
-	p := paths{root: dir}
+	p := cache.NewLayout(dir)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	order := []int{2, 0, 3, 1} // oldest first
 	for rank, i := range order {
@@ -132,10 +133,10 @@ func TestPruneFreesToTarget(t *testing.T) {
 	}
 
 	// A partial: the first blocks of a fifth file, last written long ago.
-	s := newStore(t, Options{Dir: dir, BlockSize: 4 << 10})
+	s := newStore(t, cache.Options{Dir: dir, BlockSize: 4 << 10})
 	pdata := genData(100_000, 5)
 	pf := fileFor("partial.bin", pdata)
-	h, err := s.Open(context.Background(), pf, &fakeOrigin{data: pdata})
+	h, err := s.Open(context.Background(), pf, &origin{data: pdata})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +144,10 @@ func TestPruneFreesToTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Close()
-	settle(s)
 	s.Close()
 	old := now.Add(-20 * time.Hour)
-	os.Chtimes(p.partialData(pf.Repo, pf.ETag), old, old)
-	os.Chtimes(p.sidecar(pf.Repo, pf.ETag), old, old)
+	os.Chtimes(p.PartialData(pf.Repo, pf.ETag), old, old)
+	os.Chtimes(p.Sidecar(pf.Repo, pf.ETag), old, old)
 
 	usage, err := Usage(dir)
 	if err != nil || len(usage) != 1 || usage[0].Blobs != 4 || usage[0].BlobBytes != 4*n || usage[0].Partials != 1 ||
@@ -163,7 +163,7 @@ func TestPruneFreesToTarget(t *testing.T) {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
 	for _, f := range files {
-		if !exists(p.blob(f.Repo, f.ETag)) {
+		if !exists(p.Blob(f.Repo, f.ETag)) {
 			t.Fatal("dry run removed a blob")
 		}
 	}
@@ -180,11 +180,11 @@ func TestPruneFreesToTarget(t *testing.T) {
 	}
 	for i, f := range files {
 		want := i == 1 || i == 3
-		if exists(p.blob(f.Repo, f.ETag)) != want || exists(p.snapshot(f.Repo, f.Commit, f.Path)) != want {
+		if exists(p.Blob(f.Repo, f.ETag)) != want || exists(p.Snapshot(f.Repo, f.Commit, f.Path)) != want {
 			t.Errorf("file %d: blob/link present %v, want %v", i, !want, want)
 		}
 	}
-	if exists(p.partialData(pf.Repo, pf.ETag)) || exists(p.sidecar(pf.Repo, pf.ETag)) {
+	if exists(p.PartialData(pf.Repo, pf.ETag)) || exists(p.Sidecar(pf.Repo, pf.ETag)) {
 		t.Error("the partial survived")
 	}
 	if usage, _ := Usage(dir); len(usage) != 1 || usage[0].BlobBytes+usage[0].PartialBytes != rep.After {
@@ -200,10 +200,10 @@ func TestPruneFreesToTarget(t *testing.T) {
 	if _, err := Prune(context.Background(), dir, PruneOptions{OlderThan: time.Hour, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if exists(p.repo(testRepo)) {
+	if exists(p.Repo(testRepo)) {
 		t.Error("an emptied repo folder was kept")
 	}
-	s = newStore(t, Options{Dir: dir})
+	s = newStore(t, cache.Options{Dir: dir})
 	if st := s.Stats(); st.Blobs != 0 || st.Partials != 0 {
 		t.Errorf("store after pruning everything: %+v", st)
 	}
@@ -212,11 +212,11 @@ func TestPruneFreesToTarget(t *testing.T) {
 func TestPruneOrphansAndRecentPartials(t *testing.T) {
 	dir := t.TempDir()
 	fillCache(t, dir, genData(1000, 1))
-	p := paths{root: dir}
+	p := cache.NewLayout(dir)
 	now := time.Now()
-	oldOrphan := filepath.Join(p.partial(), "models--org--model--"+sha256Hex([]byte("x")))
-	newOrphan := filepath.Join(p.partial(), "models--org--model--"+sha256Hex([]byte("y")))
-	oldTmp := filepath.Join(p.tmp(), "w-123")
+	oldOrphan := filepath.Join(p.PartialDir(), "models--org--model--"+sha256Hex([]byte("x")))
+	newOrphan := filepath.Join(p.PartialDir(), "models--org--model--"+sha256Hex([]byte("y")))
+	oldTmp := filepath.Join(p.TmpDir(), "w-123")
 	for _, name := range []string{oldOrphan, newOrphan, oldTmp} {
 		if err := os.WriteFile(name, make([]byte, 100), 0o644); err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestPruneOrphansAndRecentPartials(t *testing.T) {
 	if _, err := Prune(context.Background(), dir, PruneOptions{MaxBytes: -1}); err == nil {
 		t.Error("negative MaxBytes accepted")
 	}
-	os.WriteFile(p.version(), []byte("99"), 0o644)
+	os.WriteFile(p.VersionFile(), []byte("99"), 0o644)
 	if _, err := Prune(context.Background(), dir, PruneOptions{}); err == nil {
 		t.Error("pruned a tree of another layout version")
 	}
@@ -246,12 +246,12 @@ func TestListAndUsageOnPlainHFCache(t *testing.T) {
 	dir := t.TempDir()
 	data := genData(500, 7)
 	repo := hub.MustRepo(hub.Dataset, "org/data")
-	p := paths{root: dir}
-	os.MkdirAll(filepath.Dir(p.blob(repo, sha256Hex(data))), 0o755)
-	os.WriteFile(p.blob(repo, sha256Hex(data)), data, 0o644)
-	os.WriteFile(p.blob(repo, sha256Hex(data))+".incomplete", data[:10], 0o644)
-	os.MkdirAll(filepath.Join(p.repo(repo), "snapshots", testCommit), 0o755)
-	os.Symlink(linkTarget("x.bin", sha256Hex(data)), p.snapshot(repo, testCommit, "x.bin"))
+	p := cache.NewLayout(dir)
+	os.MkdirAll(filepath.Dir(p.Blob(repo, sha256Hex(data))), 0o755)
+	os.WriteFile(p.Blob(repo, sha256Hex(data)), data, 0o644)
+	os.WriteFile(p.Blob(repo, sha256Hex(data))+".incomplete", data[:10], 0o644)
+	os.MkdirAll(filepath.Join(p.Repo(repo), "snapshots", testCommit), 0o755)
+	os.Symlink("../../blobs/"+sha256Hex(data), p.Snapshot(repo, testCommit, "x.bin"))
 
 	es, err := List(dir)
 	if err != nil || len(es) != 1 || es[0].Repo != repo || es[0].Bytes != 500 || es[0].Partial {
@@ -263,5 +263,21 @@ func TestListAndUsageOnPlainHFCache(t *testing.T) {
 	}
 	if _, err := List(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("List of a missing dir: %v", err)
+	}
+}
+
+// A prune would delete files from under a running server's accounting, so
+// it refuses a directory a Store holds, and runs once it is closed.
+func TestPruneRefusedUnderLiveStore(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, cache.Options{Dir: dir})
+	if _, err := Prune(t.Context(), dir, PruneOptions{MaxBytes: 1}); !errors.Is(err, cache.ErrLocked) {
+		t.Fatalf("prune under a live store: %v, want ErrLocked", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prune(t.Context(), dir, PruneOptions{MaxBytes: 1}); err != nil {
+		t.Fatalf("prune after the store closed: %v", err)
 	}
 }

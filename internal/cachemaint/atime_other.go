@@ -1,6 +1,6 @@
 //go:build !linux && !darwin && !freebsd && !netbsd && !openbsd && !dragonfly
 
-package cache
+package cachemaint
 
 import (
 	"io/fs"

@@ -1,4 +1,4 @@
-package cache
+package cachemaint
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
@@ -70,22 +71,22 @@ type VerifyReport struct {
 // skipped: they are verified when they complete. Access times are restored
 // after reading, so verifying does not make every blob look recently used.
 func Verify(ctx context.Context, dir string, opts VerifyOptions) (VerifyReport, error) {
+	l := cache.NewLayout(dir)
 	if opts.Fix {
-		if err := checkLayout(dir); err != nil {
+		if err := l.CheckVersion(); err != nil {
 			return VerifyReport{}, err
 		}
 		// Deleting under a running server would pull files from under it.
-		lock, err := lockDir(dir)
+		unlock, err := l.Lock()
 		if err != nil {
 			return VerifyReport{}, err
 		}
-		defer lock.unlock()
+		defer unlock()
 	}
 	inv, err := scan(dir)
 	if err != nil {
 		return VerifyReport{}, err
 	}
-	p := paths{root: dir}
 	var blobs []Entry
 	for _, e := range inv.entries {
 		if !e.Partial {
@@ -97,7 +98,7 @@ func Verify(ctx context.Context, dir string, opts VerifyOptions) (VerifyReport, 
 		rep VerifyReport
 	)
 	err = forEach(ctx, blobs, cmp.Or(opts.Workers, 2), func(e Entry) error {
-		got, rerr := hashBlob(ctx, p.blob(e.Repo, e.ETag))
+		got, rerr := hashBlob(ctx, l.Blob(e.Repo, e.ETag))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -109,7 +110,7 @@ func Verify(ctx context.Context, dir string, opts VerifyOptions) (VerifyReport, 
 		if !ok {
 			c := Corrupt{Entry: e, Got: got, Err: rerr}
 			if opts.Fix {
-				if err := removeEntry(p, e); err != nil {
+				if err := removeEntry(l, e); err != nil {
 					return err
 				}
 				c.Removed = true
@@ -136,7 +137,7 @@ func Verify(ctx context.Context, dir string, opts VerifyOptions) (VerifyReport, 
 		}
 		// One walk per repo removes the links of every blob deleted.
 		for r, etags := range removed {
-			err = errors.Join(err, p.removeDanglingLinks(r, etags), tidyRepo(p, r))
+			err = errors.Join(err, l.RemoveDanglingLinks(r, etags), tidyRepo(l, r))
 		}
 	}
 	return rep, err
@@ -154,7 +155,7 @@ func hashBlob(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	got, err := hashFile(ctx, f, info.Size(), hub.ETagKind(filepath.Base(name)))
+	got, err := hub.HashContent(ctx, f, hub.ETagKind(filepath.Base(name)), info.Size())
 	if at, ok := accessTime(info); ok {
 		_ = os.Chtimes(name, at, info.ModTime())
 	}

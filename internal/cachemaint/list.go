@@ -1,4 +1,4 @@
-package cache
+package cachemaint
 
 import (
 	"cmp"
@@ -7,18 +7,6 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
-
-// Offline maintenance of a cache directory (hubproxy cache ls|du|verify|prune).
-// These functions work on the tree alone: no Store need be open, and any
-// HF_HUB_CACHE (with or without hubproxy's .hubproxy/) can be inspected.
-//
-// Running them next to a live server is safe in the sense that nothing it
-// serves can become wrong: a reader holding a deleted blob keeps reading the
-// unlinked file, and the Store refetches a blob that vanished behind its back.
-// But a partial deleted while it is being filled makes that fill fail once,
-// and the server's byte accounting stays stale until it restarts; so Prune
-// leaves partials touched within StaleAfter alone, and callers should prefer
-// to prune a cache no server is using.
 
 // Entry is one stored file: a verified blob or a partial being filled.
 type Entry struct {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package cache
+package cachemaint
 
 import (
 	"io/fs"

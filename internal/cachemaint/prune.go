@@ -1,42 +1,23 @@
-package cache
+package cachemaint
 
 import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
-
-// checkLayout refuses to modify a tree that a hubproxy with another layout
-// version wrote. A tree without .hubproxy/version (a plain HF_HUB_CACHE) is
-// fine.
-func checkLayout(dir string) error {
-	b, err := os.ReadFile(paths{root: dir}.version())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("cache: %w", err)
-	}
-	if v := strings.TrimSpace(string(b)); v != strconv.Itoa(layoutVersion) {
-		return fmt.Errorf("cache: %s has layout version %q, this build uses %d", dir, v, layoutVersion)
-	}
-	return nil
-}
 
 // removeEntry deletes a blob, or a partial's data file and sidecar. The
 // snapshot links of removed blobs are removed afterwards, one walk per repo
 // (see Prune).
-func removeEntry(p paths, e Entry) error {
+func removeEntry(l cache.Layout, e Entry) error {
 	rm := func(name string) error {
 		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -44,16 +25,16 @@ func removeEntry(p paths, e Entry) error {
 		return nil
 	}
 	if e.Partial {
-		return errors.Join(rm(p.partialData(e.Repo, e.ETag)), rm(p.sidecar(e.Repo, e.ETag)))
+		return errors.Join(rm(l.PartialData(e.Repo, e.ETag)), rm(l.Sidecar(e.Repo, e.ETag)))
 	}
-	return rm(p.blob(e.Repo, e.ETag))
+	return rm(l.Blob(e.Repo, e.ETag))
 }
 
 // tidyRepo removes the empty folders left under a repo's snapshots/, and the
 // whole repo folder (refs included) once it holds no blob and no snapshot
 // file, as huggingface_hub's delete-cache leaves nothing behind either.
-func tidyRepo(p paths, r hub.Repo) error {
-	snaps := filepath.Join(p.repo(r), "snapshots")
+func tidyRepo(l cache.Layout, r hub.Repo) error {
+	snaps := filepath.Join(l.Repo(r), "snapshots")
 	var dirs []string
 	files := 0
 	filepath.WalkDir(snaps, func(name string, d fs.DirEntry, err error) error {
@@ -76,12 +57,12 @@ func tidyRepo(p paths, r hub.Repo) error {
 	}
 	// Anything left in blobs/ (even a huggingface_hub *.incomplete
 	// download in progress) keeps the repo.
-	blobs, err := os.ReadDir(filepath.Join(p.repo(r), "blobs"))
+	blobs, err := os.ReadDir(filepath.Join(l.Repo(r), "blobs"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if files == 0 && len(blobs) == 0 {
-		return os.RemoveAll(p.repo(r))
+		return os.RemoveAll(l.Repo(r))
 	}
 	return nil
 }
@@ -101,7 +82,7 @@ type PruneOptions struct {
 	// DryRun reports what would be removed, and removes nothing.
 	DryRun bool
 	// Pins are kept, besides the pins recorded in the directory.
-	Pins []Pin
+	Pins []cache.Pin
 	// Now is the reference time; zero means time.Now().
 	Now time.Time
 }
@@ -128,17 +109,18 @@ type PruneReport struct {
 // nothing goes entirely.
 func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, error) {
 	if opts.MaxBytes < 0 || opts.OlderThan < 0 || opts.StaleAfter < 0 {
-		return PruneReport{}, errors.New("cache: negative prune option")
+		return PruneReport{}, errors.New("cachemaint: negative prune option")
 	}
-	if err := checkLayout(dir); err != nil {
+	l := cache.NewLayout(dir)
+	if err := l.CheckVersion(); err != nil {
 		return PruneReport{}, err
 	}
 	if !opts.DryRun {
-		lock, err := lockDir(dir)
+		unlock, err := l.Lock()
 		if err != nil {
 			return PruneReport{}, err
 		}
-		defer lock.unlock()
+		defer unlock()
 	}
 	now := opts.Now
 	if now.IsZero() {
@@ -149,7 +131,6 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, err
 	if err != nil {
 		return PruneReport{}, err
 	}
-	p := paths{root: dir}
 	var rep PruneReport
 	for _, e := range inv.entries {
 		rep.Before += e.Bytes
@@ -163,7 +144,7 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, err
 			return
 		}
 		if !opts.DryRun {
-			if err := removeEntry(p, e); err != nil {
+			if err := removeEntry(l, e); err != nil {
 				errs = append(errs, err)
 				return
 			}
@@ -193,17 +174,17 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, err
 	}
 
 	// Least recently used first; recent partials are in use.
-	filePins, err := ReadPins(dir)
+	filePins, err := cache.ReadPins(dir)
 	if err != nil {
 		return PruneReport{}, err
 	}
-	pins := indexPins(dir, append(slices.Clone(opts.Pins), filePins...))
+	pins := cache.ResolvePins(dir, append(slices.Clone(opts.Pins), filePins...))
 	lru := slices.Clone(inv.entries)
 	slices.SortStableFunc(lru, func(a, b Entry) int { return a.LastAccess.Compare(b.LastAccess) })
 	kept := lru[:0]
 	for _, e := range lru {
 		switch {
-		case pins.pinned(e.Repo, e.ETag, nil):
+		case pins.Covers(e.Repo, e.ETag):
 			rep.Pinned += e.Bytes
 			continue
 		case e.Partial && now.Sub(e.LastAccess) < stale:
@@ -227,9 +208,9 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (PruneReport, err
 	}
 	for r, etags := range touched {
 		if len(etags) > 0 {
-			errs = append(errs, p.removeDanglingLinks(r, etags))
+			errs = append(errs, l.RemoveDanglingLinks(r, etags))
 		}
-		errs = append(errs, tidyRepo(p, r))
+		errs = append(errs, tidyRepo(l, r))
 	}
 	return rep, errors.Join(append(errs, ctx.Err())...)
 }
