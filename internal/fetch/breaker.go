@@ -33,6 +33,10 @@ package fetch
 //     the next call starts the probe, never sends itself as one; each failed
 //     probe doubles the cool-down, up to maxCooldown.
 //
+// The open/closed state and its cool-downs are internal/breaker's state
+// machine (sharedfill's store breaker is the same one); what is heard, the
+// suspicion and the probe are this file's policy.
+//
 // A 4xx, 429 included, is an answer: the upstream is up, it just said no (or
 // "slow down", which the retries honour). The cost of the rule: a hub whose
 // front page answers while its file routes all fail 5xx is not marked down;
@@ -46,6 +50,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/breaker"
 )
 
 // Defaults for the breaker's cool-down, doubled after every failed probe.
@@ -71,53 +77,55 @@ var errMarkedDown = errors.New("upstream marked down after recent failures")
 // It must bound itself only by ctx.
 type probeFunc func(ctx context.Context) error
 
-type breaker struct {
+// upstreamBreaker is the upstream's breaker: the state machine (state) and
+// the policy above around it.
+type upstreamBreaker struct {
 	// Immutable after newBreaker.
-	cooldown, maxCooldown time.Duration
-	probeTimeout          time.Duration
-	probe                 probeFunc
-	now                   func() time.Time
-	log                   *slog.Logger
+	cooldown     time.Duration
+	probeTimeout time.Duration
+	probe        probeFunc
+	now          func() time.Time // the clock of state too; tests set it
+	log          *slog.Logger
 
 	mu sync.Mutex
 	// Guarded by mu.
-	open     bool
-	until    time.Time            // end of the cool-down while open
-	wait     time.Duration        // the current cool-down
-	since    time.Time            // when the current state began
-	reason   string               // why it opened
+	state    *breaker.Breaker     // open or closed, and the cool-down
 	last     time.Time            // when a call or probe last had an outcome
 	flight   chan struct{}        // non-nil while a probe runs; closed at its verdict
 	suspects map[string]time.Time // routes that answered 5xx lately, while closed
 	quiet    time.Time            // no probe is started for a suspicion before this
 }
 
-func newBreaker(cooldown, probeTimeout time.Duration, probe probeFunc, now func() time.Time, log *slog.Logger) *breaker {
+func newBreaker(cooldown, probeTimeout time.Duration, probe probeFunc, now func() time.Time, log *slog.Logger) *upstreamBreaker {
 	if cooldown <= 0 {
 		cooldown = defaultCooldown
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &breaker{cooldown: cooldown, maxCooldown: max(cooldown, defaultCooldownMax), probeTimeout: probeTimeout,
-		probe: probe, now: now, log: log, since: now(), suspects: map[string]time.Time{}}
+	b := &upstreamBreaker{cooldown: cooldown, probeTimeout: probeTimeout, probe: probe, now: now, log: log,
+		suspects: map[string]time.Time{}}
+	// Through b.now, so that a test's clock set after newBreaker is the
+	// state's too.
+	b.state = breaker.New(cooldown, max(cooldown, defaultCooldownMax), func() time.Time { return b.now() })
+	return b
 }
 
 // allow reports whether a call may be sent now. It waits (as long as ctx
 // lets it) for a probe in flight; while open it refuses, except that the
 // first call after the cool-down starts a probe and waits for it.
-func (b *breaker) allow(ctx context.Context) error {
+func (b *upstreamBreaker) allow(ctx context.Context) error {
 	for {
 		b.mu.Lock()
 		f := b.flight
 		switch {
 		case f != nil:
-		case !b.open:
+		case !b.state.Open():
 			b.mu.Unlock()
 			return nil
-		case b.now().Before(b.until):
-			err := fmt.Errorf("%w (%s); next try in %s", errMarkedDown, b.reason,
-				max(b.until.Sub(b.now()), 0).Round(time.Second))
+		case !b.state.Ready():
+			err := fmt.Errorf("%w (%s); next try in %s", errMarkedDown, b.state.State().Reason,
+				b.state.Left().Round(time.Second))
 			b.mu.Unlock()
 			return err
 		default:
@@ -134,12 +142,12 @@ func (b *breaker) allow(ctx context.Context) error {
 
 // check runs a probe now (or joins the one in flight) unless the upstream is
 // marked down and its cool-down has not ended, and reports the verdict.
-func (b *breaker) check(ctx context.Context) error {
+func (b *upstreamBreaker) check(ctx context.Context) error {
 	b.mu.Lock()
 	f := b.flight
 	if f == nil {
-		if b.open && b.now().Before(b.until) {
-			reason := b.reason
+		if !b.state.Ready() {
+			reason := b.state.State().Reason
 			b.mu.Unlock()
 			return fmt.Errorf("%w (%s)", errMarkedDown, reason)
 		}
@@ -153,15 +161,15 @@ func (b *breaker) check(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.open {
-		return fmt.Errorf("%w (%s)", errMarkedDown, b.reason)
+	if b.state.Open() {
+		return fmt.Errorf("%w (%s)", errMarkedDown, b.state.State().Reason)
 	}
 	return nil
 }
 
 // answered records that the upstream answered a call on route (any status
 // below 500): that route is no longer a suspect.
-func (b *breaker) answered(route string) {
+func (b *upstreamBreaker) answered(route string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.last = b.now()
@@ -171,12 +179,12 @@ func (b *breaker) answered(route string) {
 // failed records that a call on route got no answer (noAnswer) or a 5xx,
 // and starts a probe when that makes the upstream itself a suspect. reason
 // says why, for the log and Health.
-func (b *breaker) failed(route string, noAnswer bool, reason string) {
+func (b *upstreamBreaker) failed(route string, noAnswer bool, reason string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	b.last = now
-	if b.open || b.flight != nil {
+	if b.state.Open() || b.flight != nil {
 		return // a call sent before the breaker opened, or a verdict is coming
 	}
 	if !noAnswer {
@@ -192,7 +200,7 @@ func (b *breaker) failed(route string, noAnswer bool, reason string) {
 // suspect adds route to the recent 5xx routes, dropping those older than
 // the window and, past suspectRoutes, the oldest: the set stays small
 // whatever names callers use. mu must be held.
-func (b *breaker) suspect(route string, now time.Time) {
+func (b *upstreamBreaker) suspect(route string, now time.Time) {
 	oldest := ""
 	for r, at := range b.suspects {
 		if now.Sub(at) > suspectWindow {
@@ -210,7 +218,7 @@ func (b *breaker) suspect(route string, now time.Time) {
 // startProbe sends the probe in the background, so that no one caller's
 // context decides it, and returns the channel closed at its verdict. mu
 // must be held and no probe be in flight.
-func (b *breaker) startProbe(why string) chan struct{} {
+func (b *upstreamBreaker) startProbe(why string) chan struct{} {
 	f := make(chan struct{})
 	b.flight = f
 	go func() {
@@ -225,7 +233,7 @@ func (b *breaker) startProbe(why string) chan struct{} {
 }
 
 // verdict applies a probe's outcome: err nil means the upstream answered.
-func (b *breaker) verdict(why string, err error) {
+func (b *upstreamBreaker) verdict(why string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -233,23 +241,17 @@ func (b *breaker) verdict(why string, err error) {
 	clear(b.suspects)
 	if err == nil {
 		b.quiet = now.Add(b.cooldown)
-		if b.open {
-			b.log.Info("upstream is answering again", "down_for", now.Sub(b.since).Round(time.Millisecond).String())
-			b.open, b.wait, b.since, b.reason = false, 0, now, ""
+		if downFor, closed := b.state.Succeed(); closed {
+			b.log.Info("upstream is answering again", "down_for", downFor.Round(time.Millisecond).String())
 		} else {
 			b.log.Info("upstream calls failed, but the upstream answers its probe; not marking it down", "reason", why)
 		}
 		return
 	}
-	if b.open {
-		b.wait = min(2*b.wait, b.maxCooldown)
-	} else {
-		b.open, b.wait, b.since = true, b.cooldown, now
+	if b.state.Fail(fmt.Sprintf("%s; probe: %v", why, err)) {
 		b.log.Warn("upstream unavailable; answering from the cache until it is back", "reason", why,
 			"probe", err.Error(), "retry_in", b.cooldown.String())
 	}
-	b.reason = fmt.Sprintf("%s; probe: %v", why, err)
-	b.until = now.Add(b.wait)
 }
 
 // Health is what the client last learnt about the upstream.
@@ -260,8 +262,9 @@ type Health struct {
 	Checked time.Time // when a call last told (zero: none yet)
 }
 
-func (b *breaker) health() Health {
+func (b *upstreamBreaker) health() Health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Health{Up: !b.open, Since: b.since, Reason: b.reason, Checked: b.last}
+	st := b.state.State()
+	return Health{Up: !st.Open, Since: st.Since, Reason: st.Reason, Checked: b.last}
 }

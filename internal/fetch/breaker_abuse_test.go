@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // flakyHub is a fake upstream: HEAD / (the breaker's probe) answers 200,
@@ -85,7 +86,7 @@ func TestRelayedFailuresNeverMarkTheUpstreamDown(t *testing.T) {
 	if h := c.Health(); !h.Up || !h.Checked.IsZero() || up.probes() != 0 {
 		t.Fatalf("after 30 failing relays: %+v, %d probes; want up, unchecked, never probed", h, up.probes())
 	}
-	if _, err := c.Resolve(context.Background(), "", hub.MustRepo(hub.Model, "org/m"), "main", "f.json"); err != nil {
+	if _, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: hub.MustRepo(hub.Model, "org/m"), Rev: "main", Path: "f.json"}); err != nil {
 		t.Fatalf("a normal resolve after the relays: %v", err)
 	}
 }
@@ -97,11 +98,11 @@ func TestRelayedFailuresNeverMarkTheUpstreamDown(t *testing.T) {
 func TestFailingRoutesDoNotMarkAnAnsweringUpstreamDown(t *testing.T) {
 	up := newFlakyHub(t)
 	c := newClient(t, up.URL, nil)
-	clk := &clock{t: time.Now()}
-	c.breaker.now = clk.now
+	clk := testutil.NewClock(time.Now())
+	c.breaker.now = clk.Now
 	ctx := context.Background()
 	for i := range 10 {
-		if _, err := c.Resolve(ctx, "", hub.MustRepo(hub.Model, fmt.Sprintf("org/bad%d", i)), "main", "f.json"); err == nil {
+		if _, err := c.Resolve(ctx, "", hub.FileRef{Repo: hub.MustRepo(hub.Model, fmt.Sprintf("org/bad%d", i)), Rev: "main", Path: "f.json"}); err == nil {
 			t.Fatalf("resolve %d of a failing route succeeded", i)
 		}
 		resp, err := c.API(ctx, http.MethodGet, fmt.Sprintf("/api/models/org/bad%d/revision/main", i), "", http.Header{}, nil)
@@ -114,7 +115,7 @@ func TestFailingRoutesDoNotMarkAnAnsweringUpstreamDown(t *testing.T) {
 	if h := c.Health(); !h.Up || up.probes() != 1 {
 		t.Fatalf("20 distinct routes failing, probe answering: %+v, %d probes; want up after one probe", h, up.probes())
 	}
-	if _, err := c.Resolve(ctx, "", hub.MustRepo(hub.Model, "org/m"), "main", "f.json"); err != nil {
+	if _, err := c.Resolve(ctx, "", hub.FileRef{Repo: hub.MustRepo(hub.Model, "org/m"), Rev: "main", Path: "f.json"}); err != nil {
 		t.Fatalf("a normal resolve: %v", err)
 	}
 }
@@ -127,12 +128,12 @@ func TestFailingRoutesDoNotMarkAnAnsweringUpstreamDown(t *testing.T) {
 func TestOutageOpensAndOnlyTheOwnProbeCloses(t *testing.T) {
 	up := newFlakyHub(t)
 	c := newClient(t, up.URL, func(o *Options) { o.Cooldown = time.Minute })
-	clk := &clock{t: time.Now()}
-	c.breaker.now = clk.now
+	clk := testutil.NewClock(time.Now())
+	c.breaker.now = clk.Now
 	ctx := context.Background()
 	up.down.Store(true)
 	for _, f := range []string{"a.json", "b.json", "c.json"} {
-		if _, err := c.Resolve(ctx, "", hub.MustRepo(hub.Model, "org/m"), "main", f); !errors.Is(err, ErrUnavailable) {
+		if _, err := c.Resolve(ctx, "", hub.FileRef{Repo: hub.MustRepo(hub.Model, "org/m"), Rev: "main", Path: f}); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("resolve %s: %v", f, err)
 		}
 	}
@@ -141,7 +142,7 @@ func TestOutageOpensAndOnlyTheOwnProbeCloses(t *testing.T) {
 		t.Fatalf("5xx everywhere: %+v; want down", h)
 	}
 	sent := up.Count()
-	if _, err := c.Resolve(ctx, "", hub.MustRepo(hub.Model, "org/m"), "main", "d.json"); !errors.Is(err, errMarkedDown) {
+	if _, err := c.Resolve(ctx, "", hub.FileRef{Repo: hub.MustRepo(hub.Model, "org/m"), Rev: "main", Path: "d.json"}); !errors.Is(err, errMarkedDown) {
 		t.Fatalf("resolve while down: %v", err)
 	}
 	if _, err := relay(t, c, http.MethodPost, "/api/models/org/bad/discussions"); !errors.Is(err, errMarkedDown) {
@@ -153,7 +154,7 @@ func TestOutageOpensAndOnlyTheOwnProbeCloses(t *testing.T) {
 
 	// Back, except for the route the client keeps naming.
 	up.down.Store(false)
-	clk.add(time.Minute)
+	clk.Advance(time.Minute)
 	if code, err := relay(t, c, http.MethodPost, "/api/models/org/bad/discussions"); err != nil || code != http.StatusInternalServerError {
 		t.Fatalf("relay after the cool-down: %d, %v", code, err)
 	}
@@ -176,14 +177,14 @@ func TestRefusedConnectionsOpenAtOnce(t *testing.T) {
 	gone.Close()
 	c := newClient(t, gone.URL, nil)
 	repo := hub.MustRepo(hub.Model, "org/m")
-	if _, err := c.Resolve(context.Background(), "", repo, "main", "f.json"); !errors.Is(err, ErrUnavailable) {
+	if _, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: repo, Rev: "main", Path: "f.json"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("refused: %v", err)
 	}
 	settle(c.breaker)
 	if h := c.Health(); h.Up || !strings.Contains(h.Reason, "refused") {
 		t.Fatalf("after a refused call: %+v", h)
 	}
-	if _, err := c.Resolve(context.Background(), "", repo, "main", "g.json"); !errors.Is(err, errMarkedDown) {
+	if _, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: repo, Rev: "main", Path: "g.json"}); !errors.Is(err, errMarkedDown) {
 		t.Fatalf("the next call: %v; want it refused at once", err)
 	}
 	if err := c.Ping(context.Background()); !errors.Is(err, errMarkedDown) {

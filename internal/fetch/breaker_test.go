@@ -13,20 +13,12 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
-
-// clock is a settable time source for the breaker.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // settle waits for the breaker's probe in flight, if any, to give its
 // verdict: probes run in the background, and a test reads Health after.
-func settle(b *breaker) {
+func settle(b *upstreamBreaker) {
 	b.mu.Lock()
 	f := b.flight
 	b.mu.Unlock()
@@ -51,8 +43,8 @@ func (p *fakeProbe) probe(context.Context) error {
 	return p.err
 }
 
-func newTestBreaker(p *fakeProbe, clk *clock) *breaker {
-	return newBreaker(5*time.Second, time.Second, p.probe, clk.now, slog.New(slog.DiscardHandler))
+func newTestBreaker(p *fakeProbe, clk *testutil.Clock) *upstreamBreaker {
+	return newBreaker(5*time.Second, time.Second, p.probe, clk.Now, slog.New(slog.DiscardHandler))
 }
 
 // A call that gets no answer only makes the breaker ask its own probe; the
@@ -60,7 +52,7 @@ func newTestBreaker(p *fakeProbe, clk *clock) *breaker {
 // next call starts a probe (it is never sent as one itself), a failed one
 // doubles the cool-down and an answered one closes the breaker.
 func TestBreakerOpensOnlyWhenItsProbeFails(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := testutil.NewClock(time.Unix(1000, 0))
 	p := &fakeProbe{}
 	p.set(errors.New("dial tcp: connection refused"))
 	b := newTestBreaker(p, clk)
@@ -76,15 +68,15 @@ func TestBreakerOpensOnlyWhenItsProbeFails(t *testing.T) {
 	if err := b.allow(ctx); !errors.Is(err, errMarkedDown) {
 		t.Fatalf("open breaker let a call through: %v", err)
 	}
-	clk.add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	if err := b.allow(ctx); !errors.Is(err, errMarkedDown) || p.calls.Load() != 2 {
 		t.Fatalf("after the cool-down with the upstream still down: %v, %d probes", err, p.calls.Load())
 	}
-	clk.add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	if err := b.allow(ctx); err == nil || p.calls.Load() != 2 {
 		t.Fatalf("a failed probe did not double the cool-down: %v, %d probes", err, p.calls.Load())
 	}
-	clk.add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	p.set(nil)
 	if err := b.allow(ctx); err != nil || p.calls.Load() != 3 {
 		t.Fatalf("after 10s, upstream back: %v, %d probes", err, p.calls.Load())
@@ -99,7 +91,7 @@ func TestBreakerOpensOnlyWhenItsProbeFails(t *testing.T) {
 // its probe, and while the probe answers it stays closed and, for a
 // cool-down, asks no more, so failing calls cannot make it probe at will.
 func TestBreakerNeedsDistinctRoutesAndAProbeThatFails(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := testutil.NewClock(time.Unix(1000, 0))
 	p := &fakeProbe{}
 	b := newTestBreaker(p, clk)
 	for range 50 {
@@ -111,9 +103,9 @@ func TestBreakerNeedsDistinctRoutesAndAProbeThatFails(t *testing.T) {
 	}
 	// Distinct routes, but too far apart: forgotten.
 	b.failed("HEAD /org/a/resolve/main/x", false, "status 500")
-	clk.add(suspectWindow + time.Second)
+	clk.Advance(suspectWindow + time.Second)
 	b.failed("HEAD /org/b/resolve/main/x", false, "status 500")
-	clk.add(suspectWindow + time.Second)
+	clk.Advance(suspectWindow + time.Second)
 	b.failed("HEAD /org/c/resolve/main/x", false, "status 500")
 	settle(b)
 	if p.calls.Load() != 0 {
@@ -136,7 +128,7 @@ func TestBreakerNeedsDistinctRoutesAndAProbeThatFails(t *testing.T) {
 	if p.calls.Load() != 1 || !b.health().Up {
 		t.Fatalf("within the cool-down after an answered probe: %d probes, %+v", p.calls.Load(), b.health())
 	}
-	clk.add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	p.set(errors.New("HEAD / answered 503"))
 	for _, r := range []string{"GET /x", "GET /y", "GET /z"} {
 		b.failed(r, false, "status 503")
@@ -150,14 +142,14 @@ func TestBreakerNeedsDistinctRoutesAndAProbeThatFails(t *testing.T) {
 // Calls that arrive while a probe runs wait for its verdict, as long as
 // their context lets them.
 func TestBreakerCallsWaitForTheProbe(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := testutil.NewClock(time.Unix(1000, 0))
 	release := make(chan struct{})
 	started := make(chan struct{})
 	b := newBreaker(5*time.Second, time.Minute, func(ctx context.Context) error {
 		close(started)
 		<-release
 		return errors.New("no answer")
-	}, clk.now, slog.New(slog.DiscardHandler))
+	}, clk.Now, slog.New(slog.DiscardHandler))
 	b.failed("HEAD /f", true, "timeout")
 	b.mu.Lock()
 	probing := b.flight != nil
@@ -200,11 +192,11 @@ func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 		o.MetadataTimeout = 100 * time.Millisecond
 		o.Cooldown = time.Hour
 	})
-	clk := &clock{t: time.Now()}
-	c.breaker.now = clk.now
+	clk := testutil.NewClock(time.Now())
+	c.breaker.now = clk.Now
 	repo := hub.MustRepo(hub.Model, "org/m")
 
-	_, err := c.Resolve(context.Background(), "", repo, "main", "f.json")
+	_, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: repo, Rev: "main", Path: "f.json"})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("hung upstream: err = %v, want ErrUnavailable", err)
 	}
@@ -214,7 +206,7 @@ func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 		t.Fatalf("want the resolve, then the probe HEAD /; got %+v", hits)
 	}
 	for i := 0; i < 20; i++ {
-		if _, err := c.Resolve(context.Background(), "", repo, "main", "f.json"); !errors.Is(err, ErrUnavailable) {
+		if _, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: repo, Rev: "main", Path: "f.json"}); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 		resp, err := c.API(context.Background(), http.MethodGet, "/api/models/org/m", "", http.Header{}, nil)
@@ -233,8 +225,8 @@ func TestHungUpstreamIsRememberedAndProbed(t *testing.T) {
 	mu.Lock()
 	handler = headHandler(map[string]string{"X-Repo-Commit": testCommit, "ETag": `"` + wantGit + `"`, "Content-Length": "3"})
 	mu.Unlock()
-	clk.add(time.Hour)
-	if _, err := c.Resolve(context.Background(), "", repo, "main", "f.json"); err != nil {
+	clk.Advance(time.Hour)
+	if _, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: repo, Rev: "main", Path: "f.json"}); err != nil {
 		t.Fatalf("after the cool-down: %v", err)
 	}
 	if !c.Health().Up {
@@ -253,7 +245,7 @@ func TestTooManyRequestsDoesNotMarkTheUpstreamDown(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	c := newClient(t, up.URL, nil)
-	_, err := c.Resolve(context.Background(), "", hub.MustRepo(hub.Model, "org/m"), "main", "f.json")
+	_, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: hub.MustRepo(hub.Model, "org/m"), Rev: "main", Path: "f.json"})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
 		t.Fatalf("err = %v", err)

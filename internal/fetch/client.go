@@ -106,7 +106,7 @@ type Client struct {
 	checkRedir   func(*url.URL) error // nil: every same-origin redirect is followed
 	retries      int
 	stall        time.Duration
-	breaker      *breaker
+	breaker      *upstreamBreaker
 	// Backoff bounds; tests shrink them.
 	backoffMin, backoffMax, retryAfterMax time.Duration
 }

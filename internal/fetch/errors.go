@@ -28,6 +28,13 @@ var (
 	ErrStalled = errors.New("upstream stalled")
 	// ErrLongBody means a range body carried more bytes than it promised.
 	ErrLongBody = errors.New("upstream sent more bytes than the range asked for")
+	// ErrRefused means upstream refused the caller the repo: 401, 403, or a
+	// 404 RepoNotFound or GatedRepo (the Hub hides a repo it will not show
+	// as missing). It is an answer about the credential, not about the
+	// bytes, so the caller's grants end and no cached answer may stand in.
+	// It matches a download's 401/403 too: when that outlives a fresh
+	// resolve (ErrExpired), the credential itself was refused.
+	ErrRefused = errors.New("upstream refused the caller")
 )
 
 // StatusError is an upstream answer with an error status. Its fields come
@@ -64,6 +71,7 @@ func (e *StatusError) Error() string {
 // Is makes errors.Is(err, ErrUnavailable) true for 5xx and 429 (the upstream
 // is down or shedding load, so a cached answer may stand in),
 // errors.Is(err, ErrExpired) true for 401/403/410 answered to a download,
+// errors.Is(err, ErrRefused) true for 401, 403 and the 404s that hide a repo,
 // and errors.Is(err, fs.ErrNotExist) true for the hub's 404 EntryNotFound.
 func (e *StatusError) Is(target error) bool {
 	switch target {
@@ -75,6 +83,9 @@ func (e *StatusError) Is(target error) bool {
 		return e.Code >= 500 || e.Code == http.StatusTooManyRequests
 	case ErrExpired:
 		return e.download && (e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden || e.Code == http.StatusGone)
+	case ErrRefused:
+		return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden ||
+			e.Code == http.StatusNotFound && (e.ErrorCode == "RepoNotFound" || e.ErrorCode == "GatedRepo")
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/breaker"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
 
@@ -16,17 +17,14 @@ type Health struct {
 	Reason string    // the last failure, while down
 }
 
-// health is a breaker: a failure opens it for a pause that doubles with each
-// failure in a row (up to maxPause); while open, origins go straight
-// upstream. Once the pause is over calls go to the store again, and the
+// health is the store's breaker (internal/breaker's state machine): any
+// failure opens it for a pause that doubles with each failure in a row
+// (minPause up to maxPause); while open, origins go straight upstream. Once
+// the pause is over one call goes to the store again as the probe, and the
 // first success closes it.
 type health struct {
-	mu      sync.Mutex
-	down    bool
-	since   time.Time
-	reason  string
-	pause   time.Duration
-	retryAt time.Time
+	mu sync.Mutex
+	b  *breaker.Breaker // guarded by mu
 }
 
 const (
@@ -34,24 +32,30 @@ const (
 	maxPause = 30 * time.Second
 )
 
+// newHealth returns a closed breaker reading the clock now.
+func newHealth(now func() time.Time) *health {
+	return &health{b: breaker.New(minPause, maxPause, now)}
+}
+
 // Health reports the store's state.
 func (s *Sharer) Health() Health {
-	h := &s.health
+	h := s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.down {
+	st := h.b.State()
+	if !st.Open {
 		return Health{Up: true}
 	}
-	return Health{Since: h.since, Reason: h.reason}
+	return Health{Since: st.Since, Reason: st.Reason}
 }
 
 // usable reports whether calls may go to the store now: it is up, or its
 // pause is over.
 func (s *Sharer) usable() bool {
-	h := &s.health
+	h := s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.down || !time.Now().Before(h.retryAt)
+	return h.b.Ready()
 }
 
 // tryStore is usable for a read about to go to the store. While the store
@@ -61,18 +65,10 @@ func (s *Sharer) usable() bool {
 // that arrives after the pause. The probe's answer (observe) closes the
 // breaker or opens it for a longer pause.
 func (s *Sharer) tryStore() bool {
-	h := &s.health
+	h := s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.down {
-		return true
-	}
-	now := time.Now()
-	if now.Before(h.retryAt) {
-		return false
-	}
-	h.retryAt = now.Add(max(h.pause, s.opts.OpTimeout))
-	return true
+	return h.b.Probe(s.opts.OpTimeout)
 }
 
 // observe records how a store call ended. Answers (found, not found,
@@ -82,21 +78,16 @@ func (s *Sharer) observe(ctx context.Context, err error) {
 	if err != nil && (errors.Is(ctx.Err(), context.Canceled) || s.ctx.Err() != nil) {
 		return // the caller gave up; a deadline, though, is the store being slow
 	}
-	h := &s.health
+	h := s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err == nil || errors.Is(err, sharedstore.ErrNotFound) || errors.Is(err, sharedstore.ErrExists) {
-		if h.down {
-			s.log.Info("shared store answers again; sharing chunks through it", "down_for", time.Since(h.since).Round(time.Second))
+		if downFor, closed := h.b.Succeed(); closed {
+			s.log.Info("shared store answers again; sharing chunks through it", "down_for", downFor.Round(time.Second))
 		}
-		h.down, h.pause, h.reason = false, 0, ""
 		return
 	}
-	h.reason = err.Error()
-	h.pause = min(max(2*h.pause, minPause), maxPause)
-	h.retryAt = time.Now().Add(h.pause)
-	if !h.down {
-		h.down, h.since = true, time.Now()
+	if h.b.Fail(err.Error()) {
 		s.log.Warn("shared store failing; serving from upstream until it answers", "err", err)
 	}
 }

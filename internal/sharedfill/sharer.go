@@ -183,7 +183,7 @@ type Sharer struct {
 	ctx    context.Context // lifetime: cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // flights
-	health health
+	health *health
 	seal   sealer
 	// otherSecretSeen: a chunk sealed under another secret was read, and
 	// what that means has been logged.
@@ -202,7 +202,7 @@ func New(objs Objects, opts Options) (*Sharer, error) {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Sharer{objs: objs, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, seal: seal,
-		flights: map[chunkID]*flight{}}, nil
+		health: newHealth(time.Now), flights: map[chunkID]*flight{}}, nil
 }
 
 // SecretID is the id of this node's secret (SecretID), for its logs.

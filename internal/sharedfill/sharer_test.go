@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // upstream is a file served from memory, counting what it sends.
@@ -254,11 +255,21 @@ func TestLiveOwnerIsWaitedFor(t *testing.T) {
 	slow := &upstream{data: data, delay: 800 * time.Millisecond}
 	fast := &upstream{data: data}
 	var c claims
-	a := newSharer(t, store, &c, Options{Lease: 200 * time.Millisecond})
+	aClaimed := make(chan struct{}) // closed once a holds the chunk's claim
+	a := newSharer(t, store, nil, Options{Lease: 200 * time.Millisecond, OnClaim: func(r string) {
+		c.add(r)
+		if r == ClaimWon {
+			close(aClaimed)
+		}
+	}})
 	b := newSharer(t, store, &c, Options{Lease: 200 * time.Millisecond})
 	done := make(chan []byte)
 	go func() { done <- read(t, a.Origin(etagOf(3), testChunk, slow), 0, testChunk) }()
-	time.Sleep(50 * time.Millisecond) // a claims first
+	select { // a claims first
+	case <-aClaimed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a never claimed the chunk")
+	}
 	got := read(t, b.Origin(etagOf(3), testChunk, fast), 0, testChunk)
 	if !bytes.Equal(got, data) || !bytes.Equal(<-done, data) {
 		t.Fatal("bytes differ")
@@ -272,6 +283,7 @@ func TestLiveOwnerIsWaitedFor(t *testing.T) {
 type faulty struct {
 	Objects
 	down      atomic.Bool  // every call fails
+	refused   atomic.Int64 // calls failed because down
 	cutAfter  atomic.Int64 // > 0: get bodies fail after this many bytes
 	hang      atomic.Bool  // gets hang until their context ends
 	getsAfter atomic.Int64
@@ -280,11 +292,20 @@ type faulty struct {
 
 var errDown = errors.New("store down (test)")
 
+// isDown reports whether calls fail now, counting those that do.
+func (f *faulty) isDown() bool {
+	if f.down.Load() {
+		f.refused.Add(1)
+		return true
+	}
+	return false
+}
+
 func (f *faulty) ReadRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, int64, error) {
 	if strings.HasPrefix(key, chunksPrefix) {
 		f.gets.Add(1)
 	}
-	if f.down.Load() {
+	if f.isDown() {
 		return nil, 0, errDown
 	}
 	if f.hang.Load() {
@@ -313,28 +334,28 @@ func (c *cutBody) Read(p []byte) (int, error) {
 }
 
 func (f *faulty) Create(ctx context.Context, key string, data []byte) error {
-	if f.down.Load() {
+	if f.isDown() {
 		return errDown
 	}
 	return f.Objects.Create(ctx, key, data)
 }
 
 func (f *faulty) Put(ctx context.Context, key string, data []byte) error {
-	if f.down.Load() {
+	if f.isDown() {
 		return errDown
 	}
 	return f.Objects.Put(ctx, key, data)
 }
 
 func (f *faulty) Delete(ctx context.Context, key string) error {
-	if f.down.Load() {
+	if f.isDown() {
 		return errDown
 	}
 	return f.Objects.Delete(ctx, key)
 }
 
 func (f *faulty) Stat(ctx context.Context, key string) (sharedstore.Object, error) {
-	if f.down.Load() {
+	if f.isDown() {
 		return sharedstore.Object{}, errDown
 	}
 	return f.Objects.Stat(ctx, key)
@@ -345,6 +366,7 @@ func TestStoreFailures(t *testing.T) {
 	store := &faulty{Objects: fileStore(t)}
 	up := &upstream{data: data}
 	s := newSharer(t, store, nil, Options{OpTimeout: 200 * time.Millisecond, StallTimeout: 200 * time.Millisecond})
+	clk := useClock(s)
 	o := s.Origin(etagOf(4), int64(len(data)), up)
 	if got := read(t, o, 0, int64(len(data))); !bytes.Equal(got, data) {
 		t.Fatal("bytes differ")
@@ -365,12 +387,7 @@ func TestStoreFailures(t *testing.T) {
 			t.Fatalf("health %+v", h)
 		}
 		store.down.Store(false)
-		time.Sleep(maxPause / 20) // let the breaker's first pause pass
-		deadline := time.Now().Add(5 * time.Second)
-		for !s.Health().Up && time.Now().Before(deadline) {
-			read(t, o, 0, 10)
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitUp(t, s, o, clk)
 		if !s.Health().Up {
 			t.Fatalf("store never came back: %+v", s.Health())
 		}
@@ -387,7 +404,7 @@ func TestStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("Hang", func(t *testing.T) {
-		waitUp(t, s, o)
+		waitUp(t, s, o, clk)
 		store.hang.Store(true)
 		defer store.hang.Store(false)
 		start := time.Now()
@@ -411,12 +428,11 @@ func TestOneProbeAfterThePause(t *testing.T) {
 	store := &faulty{Objects: fileStore(t)}
 	up := &upstream{data: data}
 	s := newSharer(t, store, nil, Options{OpTimeout: 300 * time.Millisecond, StallTimeout: 300 * time.Millisecond})
+	clk := useClock(s)
 	o := s.Origin(etagOf(6), int64(len(data)), up)
 	store.hang.Store(true)
 	s.observe(context.Background(), errStoreSlow) // the store is down...
-	s.health.mu.Lock()
-	s.health.retryAt = time.Now().Add(-time.Millisecond) // ...and its pause is over
-	s.health.mu.Unlock()
+	clk.Advance(minPause)                         // ...and its pause is over
 	before := store.gets.Load()
 	var wg sync.WaitGroup
 	for i := range chunks {
@@ -449,12 +465,13 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func waitUp(t *testing.T, s *Sharer, o Upstream) {
+// waitUp lets s's breaker pause pass on clk and reads through o, which
+// probes the store, until the store is up again (or a few pauses failed).
+func waitUp(t *testing.T, s *Sharer, o Upstream, clk *testutil.Clock) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.Health().Up && time.Now().Before(deadline) {
+	for i := 0; i < 10 && !s.Health().Up; i++ {
+		clk.Advance(maxPause)
 		read(t, o, 0, 10)
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -472,15 +489,8 @@ func TestTornChunkReplaced(t *testing.T) {
 		t.Fatal("bytes differ")
 	}
 	// The put follows the readers' bytes: give it a moment.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, "the torn chunk to be replaced", func() bool {
 		obj, err := store.Stat(context.Background(), key)
-		if err == nil && obj.Size == testChunk+trailerLen {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the torn chunk was not replaced: %+v %v", obj, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && obj.Size == testChunk+trailerLen
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // Found by the soak (make soak): a chunk object changed in the store, same
@@ -196,13 +197,8 @@ func TestDiscardOutlastsStoreOutage(t *testing.T) {
 	}
 	store.down.Store(true)
 	s.Discard(etag)
-	time.Sleep(300 * time.Millisecond) // the first attempt fails
+	testutil.Eventually(t, 10*time.Second, "the first attempt to drop the chunks to fail", func() bool { return store.refused.Load() > 0 })
 	store.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for stored() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d chunks of a file that failed verification are still in the store after it came back", stored())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the chunks of a file that failed verification to leave the store once it came back",
+		func() bool { return stored() == 0 })
 }
