@@ -92,17 +92,17 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	cfg := app.Defaults()
 	cfg.Listen, cfg.CacheDir, cfg.MinFreeBytes = o.listen, o.cacheDir, 0
 	cfg.Upstream, cfg.Transport = dirhub.URL, inproc.Transport(hubDir)
-	handler, cleanup, err := app.New(cfg, log)
+	built, err := app.Build(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer built.Close()
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: built.Main, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	printDemoHelp(out, ln.Addr(), o)

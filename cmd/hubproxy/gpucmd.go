@@ -16,10 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/gpu"
-	"github.com/hubproxy/hubproxy/internal/server"
 )
 
 func newGPUCmd() *cobra.Command {
@@ -183,7 +183,7 @@ func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBy
 			return 0, 0, err
 		}
 		secs := time.Since(start).Seconds()
-		var lease server.StageResponse
+		var lease admin.StageResponse
 		if err := json.Unmarshal(rec.Body.Bytes(), &lease); err != nil {
 			return 0, 0, err
 		}

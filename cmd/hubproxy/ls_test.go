@@ -38,12 +38,12 @@ func TestLsStraightAgainstUpstreamAndThroughAServer(t *testing.T) {
 		}
 	}
 
-	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: t.TempDir()}, nil)
+	built, err := app.Build(app.Config{Upstream: h.URL, CacheDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
-	srv := httptest.NewServer(handler)
+	defer built.Close()
+	srv := httptest.NewServer(built.Main)
 	defer srv.Close()
 	out, err = runCLI(t, "ls", "--server", srv.URL, "--json", "org/m")
 	if err != nil {

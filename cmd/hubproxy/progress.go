@@ -130,7 +130,7 @@ func (p *progress) tick() {
 	now := p.now()
 	p.sampleLocked(now)
 	if p.mode == progressBar {
-		p.drawLocked(p.barLocked(now))
+		p.drawLocked(p.barLocked())
 	} else {
 		fmt.Fprintln(p.w, p.lineLocked())
 	}
@@ -165,7 +165,7 @@ func (p *progress) etaLocked() string {
 }
 
 // barLocked renders the terminal line (without the leading \r).
-func (p *progress) barLocked(now time.Time) string {
+func (p *progress) barLocked() string {
 	done := p.done.Load()
 	fill := barWidth
 	if p.total > 0 {
@@ -217,7 +217,7 @@ func (p *progress) finish() {
 	}
 	switch p.mode {
 	case progressBar:
-		p.drawLocked(p.barLocked(now))
+		p.drawLocked(p.barLocked())
 		fmt.Fprintln(p.w)
 	case progressPlain:
 		fmt.Fprintln(p.w, p.lineLocked())

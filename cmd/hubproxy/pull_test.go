@@ -118,12 +118,12 @@ func TestPullInProcessShowsProgressAndFillsCache(t *testing.T) {
 func TestPullThroughServerDrawsBar(t *testing.T) {
 	h, files, _ := pullFixture(t)
 	dir := t.TempDir()
-	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: dir}, nil)
+	built, err := app.Build(app.Config{Upstream: h.URL, CacheDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
-	srv := httptest.NewServer(handler)
+	defer built.Close()
+	srv := httptest.NewServer(built.Main)
 	defer srv.Close()
 
 	out, err := runCmd(t, "pull", "--server", srv.URL, "--progress", "bar", "--include", "model-*", "org/m")

@@ -100,7 +100,7 @@ func connectInProcess(cmd *cobra.Command, token string) (*hubClient, func(), err
 		watch.rt = fetch.DefaultTransport()
 	}
 	cfg.Transport = watch
-	handler, cleanup, err := app.New(cfg, nil)
+	built, err := app.Build(cfg, nil)
 	if err != nil {
 		return nil, nil, lockedHint(err)
 	}
@@ -110,8 +110,8 @@ func connectInProcess(cmd *cobra.Command, token string) (*hubClient, func(), err
 		// carry only the caller's token.
 		token = cfg.UpstreamToken
 	}
-	c := &hubClient{http: &http.Client{Transport: inproc.Transport(handler)}, base: inProcessURL, token: token, explain: watch.explain}
-	return c, func() { _ = cleanup() }, nil
+	c := &hubClient{http: &http.Client{Transport: inproc.Transport(built.Main)}, base: inProcessURL, token: token, explain: watch.explain}
+	return c, func() { _ = built.Close() }, nil
 }
 
 // lockedHint adds what to do when a command meets a cache directory that a

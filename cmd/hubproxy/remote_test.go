@@ -18,12 +18,12 @@ import (
 // proxyOver runs a hubproxy over upstream, as `hubproxy serve` would.
 func proxyOver(t *testing.T, upstream string) *httptest.Server {
 	t.Helper()
-	handler, cleanup, err := app.New(app.Config{Upstream: upstream, CacheDir: t.TempDir()}, nil)
+	built, err := app.Build(app.Config{Upstream: upstream, CacheDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler)
-	t.Cleanup(func() { srv.Close(); cleanup() })
+	srv := httptest.NewServer(built.Main)
+	t.Cleanup(func() { srv.Close(); built.Close() })
 	return srv
 }
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/secret"
-	"github.com/hubproxy/hubproxy/internal/server"
 )
 
 func newServeCmd() *cobra.Command {
@@ -75,15 +75,15 @@ func serve(ctx context.Context, l loaded) error {
 		} else {
 			// ConnContext reads each connection's peer credentials, which
 			// decide whose GPU leases a caller may see and end.
-			admin := &http.Server{Handler: h.Admin, ConnContext: server.AdminConnContext,
+			adminSrv := &http.Server{Handler: h.Admin, ConnContext: admin.ConnContext,
 				ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-			go admin.Serve(aln)
+			go adminSrv.Serve(aln)
 			// Runs before the cache and GPU are closed (defers unwind in
 			// reverse): a staging in progress finishes first.
 			defer func() {
 				sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, time.Second))
 				defer cancel()
-				admin.Shutdown(sctx)
+				adminSrv.Shutdown(sctx)
 			}()
 			log.Info("admin API serving", "addr", aln.Addr().String())
 		}

@@ -25,15 +25,15 @@ func TestCacheStoreCommands(t *testing.T) {
 	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/st", Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	store := "file://" + t.TempDir()
 	cacheDir := t.TempDir()
-	handler, cleanup, err := app.New(app.Config{Upstream: h.URL, CacheDir: cacheDir, SharedStore: store, ChunkSize: 1 << 20,
+	built, err := app.Build(app.Config{Upstream: h.URL, CacheDir: cacheDir, SharedStore: store, ChunkSize: 1 << 20,
 		SharedStoreSecret: "storecmd-test-secret-0123456789abcdef"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(built.Main)
 	got, err := httpGet(srv.URL + "/org/st/resolve/main/w.bin")
 	srv.Close()
-	cleanup() // waits for the chunks' puts
+	built.Close() // waits for the chunks' puts
 	if err != nil || string(got) != string(data) {
 		t.Fatalf("GET: %v", err)
 	}

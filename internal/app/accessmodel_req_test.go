@@ -84,7 +84,7 @@ func (w *modelWorld) revString(r int, rev *modelRev) string {
 func (w *modelWorld) request(op modelOp, r int) *modelReq {
 	spec := modelRepoSpecs[r]
 	req := &modelReq{tok: modelCallers[op.caller].token, caller: op.caller, repo: r, method: op.method,
-		header: http.Header{}, rev: op.rev, t: w.clock.now()}
+		header: http.Header{}, rev: op.rev, t: w.clock.Now()}
 	rev := w.revString(r, &req.rev)
 	repo := w.repos[r]
 	api := "/api/" + spec.typ.Plural() + "/" + spec.id

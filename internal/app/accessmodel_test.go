@@ -141,7 +141,7 @@ func runModel(dir string, grace time.Duration, ops []modelOp, verbose bool) mode
 			return run
 		}
 		if verbose {
-			line := fmt.Sprintf("#%d [t=%s, upstream %s] %s", i, w.clock.now().Sub(w.ref.hist[0].at), w.up, op)
+			line := fmt.Sprintf("#%d [t=%s, upstream %s] %s", i, w.clock.Now().Sub(w.ref.hist[0].at), w.up, op)
 			if answer != "" {
 				line += " → " + answer
 			}
@@ -158,7 +158,7 @@ func runModel(dir string, grace time.Duration, ops []modelOp, verbose bool) mode
 // exec runs one operation: a request is sent and its answer checked; a
 // change is made to the world. answer summarises what hubproxy said.
 func (w *modelWorld) exec(op modelOp) (vs []modelVerdict, answer string, err error) {
-	w.clock.add(op.dt)
+	w.clock.Advance(op.dt)
 	switch op.kind {
 	case opFile, opAPI, opTensor, opPass:
 		start := time.Now()
@@ -215,7 +215,7 @@ func (w *modelWorld) pair(op modelOp) ([]modelVerdict, string, error) {
 	steady := w.up == upOK && !w.recovering || w.up == upAll503 || w.up == upAll429 ||
 		(w.up == upHung || w.up == upGone) && markedBefore && marked()
 	stranger := true
-	for _, st := range w.ref.window(w.clock.now(), w.window(true)) {
+	for _, st := range w.ref.window(w.clock.Now(), w.window(true)) {
 		s, _ := st.refusal(repoPrivate, modelCallers[op.caller].token, false)
 		stranger = stranger && s != 0
 	}

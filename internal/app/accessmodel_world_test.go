@@ -16,6 +16,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 	"github.com/hubproxy/hubproxy/internal/server"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // The model's configuration of hubproxy: short trust windows, driven by an
@@ -26,15 +27,6 @@ const (
 	modelRevisionTTL = 5 * time.Second
 	modelPublicTTL   = 5 * time.Minute
 )
-
-// modelClock is the proxy's clock; only the run moves it.
-type modelClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *modelClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *modelClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // modelLog keeps the last lines hubproxy logged, for a failure report.
 type modelLog struct {
@@ -66,7 +58,7 @@ type modelWorld struct {
 	hub        *hubtest.Hub
 	hubRelay   *modelRelay
 	cdnRelay   *modelRelay
-	clock      *modelClock
+	clock      *testutil.Clock // the proxy's; only the run moves it
 	cfg        app.Config
 	h          *app.Handlers
 	srv        *httptest.Server
@@ -84,7 +76,7 @@ func newModelWorld(dir string, grace time.Duration) (*modelWorld, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &modelWorld{hub: h, clock: &modelClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+	w := &modelWorld{hub: h, clock: testutil.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)),
 		log: &modelLog{}, counts: map[string]int{}}
 	if w.hubRelay, err = newModelRelay(h.URL); err != nil {
 		w.close()
@@ -114,12 +106,12 @@ func newModelWorld(dir string, grace time.Duration) (*modelWorld, error) {
 		w.ref.commits = append(w.ref.commits, commits)
 		st.commits = append(st.commits, len(commits))
 	}
-	w.ref.hist = []snapshot{{at: w.clock.now(), st: st}}
+	w.ref.hist = []snapshot{{at: w.clock.Now(), st: st}}
 	w.cfg = app.Config{
 		Upstream: w.hubRelay.URL(), CacheDir: dir, BlockSize: 16 << 10, ChunkSize: 64 << 10,
 		AccessTTL: modelAccessTTL, RevisionTTL: modelRevisionTTL, PublicTTL: modelPublicTTL, OutageGrace: grace,
 		MetadataTimeout: 300 * time.Millisecond, FillTimeout: 500 * time.Millisecond, StallTimeout: 300 * time.Millisecond,
-		UpstreamCooldown: 50 * time.Millisecond, Now: w.clock.now,
+		UpstreamCooldown: 50 * time.Millisecond, Now: w.clock.Now,
 	}
 	w.client = &http.Client{
 		Timeout:       30 * time.Second,
@@ -283,7 +275,7 @@ func (w *modelWorld) do(req *modelReq) *modelAnswer {
 
 // apply makes a change to the hub and records it in the model.
 func (w *modelWorld) apply(op modelOp) error {
-	now, r := w.clock.now(), op.repo
+	now, r := w.clock.Now(), op.repo
 	switch op.kind {
 	case opAccess:
 		w.hub.SetAccess(w.repos[r], op.gated, op.priv)

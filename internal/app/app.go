@@ -17,10 +17,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/dirhub"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/inproc"
+	"github.com/hubproxy/hubproxy/internal/repoapi"
 	"github.com/hubproxy/hubproxy/internal/repofs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -116,7 +118,7 @@ type Config struct {
 	// Transport overrides the upstream HTTP transport (tests).
 	Transport http.RoundTripper `mapstructure:"-"`
 	// Stager overrides the GPU copier (tests).
-	Stager server.Stager `mapstructure:"-"`
+	Stager admin.Stager `mapstructure:"-"`
 	// Version and Commit name the build, for hubproxy_build_info.
 	Version string `mapstructure:"-"`
 	Commit  string `mapstructure:"-"`
@@ -210,16 +212,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// New builds hubproxy from cfg and returns its main handler. The returned
-// cleanup closes the cache.
-func New(cfg Config, log *slog.Logger) (http.Handler, func() error, error) {
-	h, err := Build(cfg, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return h.Main, h.Close, nil
 }
 
 // Handlers are hubproxy's two listeners' handlers: the hub-compatible API and
@@ -317,16 +309,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		return nil, fmt.Errorf("opening cache %s: %w", cfg.CacheDir, err)
 	}
 	cleanup.push(store.Close)
-	metrics.RegisterStore(reg, func() metrics.StoreStats {
-		st := store.Stats()
-		return metrics.StoreStats{
-			MaxBytes: st.MaxBytes, MinFreeBytes: st.MinFreeBytes, FreeBytes: st.FreeBytes,
-			BlobBytes: st.BlobBytes, PartialBytes: st.PartialBytes, Blobs: st.Blobs, Partials: st.Partials,
-			InUse: st.InUse, Evictions: st.Evictions, FillRequests: st.FillRequests, FillBytes: st.FillBytes,
-			FillErrors: st.FillErrors, Promotions: st.Promotions, VerifyFailed: st.VerifyFailures,
-			FillsInFlight: st.FillsInFlight, Waiters: st.Waiters,
-		}
-	})
+	metrics.RegisterStore(reg, store.Stats)
 	res := resolver.New(client, store, resolver.Options{
 		RevisionTTL: cfg.RevisionTTL,
 		URLTTL:      cfg.URLTTL,
@@ -345,23 +328,28 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 			log.Error("cache cannot store this file; serving it straight from upstream",
 				"component", "repofs", "repo", repo.String(), "path", path, "err", err)
 		},
-		Sharing: shared.sharing(),
-		Logger:  log.With("component", "repofs"),
+		Share:  shared.share(),
+		Logger: log.With("component", "repofs"),
 	})
-	tensors := tensor.New(tensorFiles{files}, tensor.Options{
+	tensors := tensor.New(files, tensor.Options{
 		HeaderCacheBytes: cfg.HeaderCacheBytes,
 		BlockSize:        cfg.BlockSize,
 		Observe:          m.ObserveHeader,
 		Logger:           log.With("component", "tensor"),
 	})
+	api := repoapi.New(repoapi.Options{
+		Policy:   res,
+		Store:    store,
+		Upstream: client,
+		Offline:  cfg.Offline,
+		Now:      cfg.Now,
+		Logger:   log.With("component", "api"),
+	})
 	srv := server.New(server.Options{
 		Files:          files,
 		Tensors:        tensors,
-		Resolver:       res,
-		Store:          store,
-		Upstream:       client,
+		API:            api,
 		PublicURL:      cfg.PublicURL,
-		Offline:        cfg.Offline,
 		Now:            cfg.Now,
 		AccessLogRate:  float64(cfg.AccessLogRate),
 		Admission:      admission,
@@ -397,14 +385,18 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		}
 		return len(ls), b
 	})
-	metrics.RegisterGPUDevices(reg, server.GPUDeviceHealth(stager))
-	admin := srv.Admin(server.AdminOptions{
-		Stager:  stager,
-		Stats:   func() any { return store.Stats() },
-		OnStage: m.ObserveStage,
-		Pprof:   cfg.Pprof,
+	metrics.RegisterGPUDevices(reg, admin.DeviceHealth(stager))
+	adm := admin.New(admin.Options{
+		Server:    srv,
+		Tensors:   tensors,
+		Stager:    stager,
+		Admission: admission,
+		Stats:     func() any { return store.Stats() },
+		OnStage:   m.ObserveStage,
+		Pprof:     cfg.Pprof,
+		Logger:    log.With("component", "admin"),
 	})
-	return &Handlers{Main: srv, Admin: admin, Close: cleanup.run, Metrics: reg}, nil
+	return &Handlers{Main: srv, Admin: adm, Close: cleanup.run, Metrics: reg}, nil
 }
 
 // cleanups is a stack of release functions, run last-in first-out: Build
@@ -430,29 +422,18 @@ func (c *cleanups) run() error {
 	return c.err
 }
 
-// tensorFiles gives the tensor service repo files through repofs, so a
-// tensor read resolves, checks access and fills exactly as a file request.
-type tensorFiles struct{ fs *repofs.FS }
-
-func (t tensorFiles) Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (tensor.FileInfo, tensor.Blob, error) {
-	f, err := t.fs.Open(ctx, auth, repo, rev, path)
-	if err != nil {
-		return tensor.FileInfo{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return tensor.FileInfo{Path: path, Commit: f.Meta.Commit, ETag: f.Meta.ETag, Size: f.Meta.Size}, f, nil
-}
-
 // The wiring asserts the consumer-side interfaces here, where both sides meet.
 var (
-	_ resolver.Upstream  = (*fetch.Client)(nil)
-	_ resolver.Store     = (*cache.Store)(nil)
-	_ repofs.Resolver    = (*resolver.Resolver)(nil)
-	_ repofs.Store       = (*cache.Store)(nil)
-	_ repofs.Upstream    = (*fetch.Client)(nil)
-	_ server.Files       = (*repofs.FS)(nil)
-	_ server.Resolver    = (*resolver.Resolver)(nil)
-	_ server.Store       = (*cache.Store)(nil)
-	_ server.Upstream    = (*fetch.Client)(nil)
-	_ tensor.Blob        = (*repofs.File)(nil)
-	_ tensor.RangeReader = (*repofs.File)(nil) // sparse reads (column shards) bypass block fills
+	_ resolver.Upstream          = (*fetch.Client)(nil)
+	_ resolver.Store             = (*cache.Store)(nil)
+	_ repofs.Resolver            = (*resolver.Resolver)(nil)
+	_ repofs.Store               = (*cache.Store)(nil)
+	_ repofs.Upstream            = (*fetch.Client)(nil)
+	_ server.Files               = (*repofs.FS)(nil)
+	_ repoapi.Policy             = (*resolver.Resolver)(nil)
+	_ repoapi.Store              = (*cache.Store)(nil)
+	_ repoapi.Upstream           = (*fetch.Client)(nil)
+	_ server.API                 = (*repoapi.Service)(nil)
+	_ tensor.Files[*repofs.File] = (*repofs.FS)(nil)
+	_ tensor.RangeReader         = (*repofs.File)(nil) // sparse reads (column shards) bypass block fills
 )

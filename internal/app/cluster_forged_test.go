@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // Security review: anyone who can write the shared store (here the RWX
@@ -32,7 +34,7 @@ func TestClusterForgedChunkNeverServed(t *testing.T) {
 
 	dir := filepath.Join(strings.TrimPrefix(c.store, "file://"), "v3", "chunks", sum(file), fmt.Sprint(clusterChunk))
 	chunks := (len(file) + clusterChunk - 1) / clusterChunk
-	waitFor(t, func() bool { ents, _ := os.ReadDir(dir); return len(ents) == chunks })
+	testutil.Eventually(t, time.Minute, "every chunk of the file in the store", func() bool { ents, _ := os.ReadDir(dir); return len(ents) == chunks })
 	genuine, err := os.ReadFile(filepath.Join(dir, "4"))
 	if err != nil {
 		t.Fatal(err)

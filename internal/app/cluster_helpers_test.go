@@ -8,24 +8,12 @@ import (
 	"io"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 )
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 60s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func listInput(prefix string) *s3.ListObjectsV2Input {
 	return &s3.ListObjectsV2Input{Bucket: aws.String(miniotest.Bucket), Prefix: aws.String(prefix)}

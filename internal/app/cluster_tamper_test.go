@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // tamperSetup has one node fill the store with a file's chunks and returns
@@ -27,7 +29,7 @@ func tamperSetup(t *testing.T, c *cluster, id string) (data []byte, path, key st
 	path = "/" + id + "/resolve/main/model.safetensors"
 	readAll(t, []*node{c.node(nil)}, 1, path, data)
 	etag := sum(data)
-	waitFor(t, func() bool {
+	testutil.Eventually(t, time.Minute, "the file's 6 chunks in the store", func() bool {
 		out, err := c.minio.Client().ListObjectsV2(context.Background(), listInput("cluster/v3/chunks/"+etag+"/"))
 		return err == nil && len(out.Contents) == 6
 	})
@@ -61,7 +63,7 @@ func TestClusterCorruptObjectRepaired(t *testing.T) {
 	if got := c.hub.Counters().BodyBytes; got != clusterChunk {
 		t.Errorf("the repair fetched %d bytes upstream, want the one chunk's %d", got, clusterChunk)
 	}
-	waitFor(t, func() bool { return bytes.Equal(getObject(t, c.minio, key), obj) })
+	testutil.Eventually(t, time.Minute, "the changed chunk's object repaired", func() bool { return bytes.Equal(getObject(t, c.minio, key), obj) })
 }
 
 // A stored chunk whose bytes rot on MinIO's disk reads as an error (503:
@@ -88,7 +90,7 @@ func TestClusterRottenObjectRepaired(t *testing.T) {
 	if got := c.hub.Counters().BodyBytes; got != clusterChunk {
 		t.Errorf("the repair fetched %d bytes upstream, want the one chunk's %d", got, clusterChunk)
 	}
-	waitFor(t, func() bool { return bytes.Equal(getObject(t, c.minio, key), obj) })
+	testutil.Eventually(t, time.Minute, "the rotten chunk's object repaired", func() bool { return bytes.Equal(getObject(t, c.minio, key), obj) })
 }
 
 // rot flips a byte of an object in MinIO's files, found by the bytes around

@@ -15,12 +15,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 	"github.com/hubproxy/hubproxy/internal/server"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // The cluster tests run several hubproxy nodes in this process, each with
@@ -314,7 +316,7 @@ func TestClusterStoreStopsMidRun(t *testing.T) {
 	// Stop the store once some chunks have landed, well before the end.
 	// (Chunk bytes written, not creates: each node's start-up probe is a
 	// create too.)
-	waitFor(t, func() bool {
+	testutil.Eventually(t, time.Minute, "three chunks written to the store", func() bool {
 		var written float64
 		for _, n := range nodes {
 			written += n.metric(t, "hubproxy_store_bytes_total", `direction="written"`)
@@ -343,5 +345,5 @@ func TestClusterStoreStopsMidRun(t *testing.T) {
 	readAll(t, []*node{late}, 1, path, data)
 	// And once it is back, /readyz says so (its probe finds it).
 	c.minio.Restart(t)
-	waitFor(t, func() bool { _, rd := late.ready(t); return rd.Store == "up" })
+	testutil.Eventually(t, time.Minute, "/readyz to say the store is up again", func() bool { _, rd := late.ready(t); return rd.Store == "up" })
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/metrics"
-	"github.com/hubproxy/hubproxy/internal/repofs"
 	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
@@ -139,12 +138,12 @@ func (s *shared) forget(_ hub.Repo, etag string) {
 	}
 }
 
-// sharing is what repofs wraps fills with; nil without a store.
-func (s *shared) sharing() repofs.Sharing {
+// share is what repofs wraps fills with; nil without a store.
+func (s *shared) share() func(etag string, size int64, up cache.Origin) cache.Origin {
 	if s == nil {
 		return nil
 	}
-	return sharedOrigins{s.sharer}
+	return func(etag string, size int64, up cache.Origin) cache.Origin { return s.sharer.Origin(etag, size, up) }
 }
 
 // health is what /readyz reports of the store; nil without one.
@@ -153,13 +152,6 @@ func (s *shared) health() storeHealth {
 		return nil
 	}
 	return s.sharer
-}
-
-// sharedOrigins adapts the Sharer to repofs.Sharing.
-type sharedOrigins struct{ s *sharedfill.Sharer }
-
-func (a sharedOrigins) Wrap(etag string, size int64, up cache.Origin) cache.Origin {
-	return a.s.Origin(etag, size, up)
 }
 
 // storeHealth is what readiness needs of the shared tier.

@@ -40,7 +40,7 @@ func TestHubproxyOverDirhub(t *testing.T) {
 	}
 	defer dh.Close()
 	cacheDir := t.TempDir()
-	handler, cleanup, err := app.New(app.Config{
+	built, err := app.Build(app.Config{
 		Upstream:  dirhub.URL,
 		Transport: inproc.Transport(dh),
 		CacheDir:  cacheDir,
@@ -49,8 +49,8 @@ func TestHubproxyOverDirhub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
-	srv := httptest.NewServer(handler)
+	defer built.Close()
+	srv := httptest.NewServer(built.Main)
 	defer srv.Close()
 
 	sum := sha256.Sum256(weights)
@@ -99,18 +99,18 @@ func TestHubproxyOverDirhub(t *testing.T) {
 
 	// The filled cache is itself an HF_HUB_CACHE: a second hubproxy can use
 	// it as its upstream (an air-gapped copy), with the blob names as ETags.
-	cleanup()
+	built.Close()
 	dh2, err := dirhub.New(cacheDir, dirhub.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dh2.Close()
-	handler2, cleanup2, err := app.New(app.Config{Upstream: dirhub.URL, Transport: inproc.Transport(dh2), CacheDir: t.TempDir()}, nil)
+	built2, err := app.Build(app.Config{Upstream: dirhub.URL, Transport: inproc.Transport(dh2), CacheDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup2()
-	srv2 := httptest.NewServer(handler2)
+	defer built2.Close()
+	srv2 := httptest.NewServer(built2.Main)
 	defer srv2.Close()
 	resp, err = http.Get(srv2.URL + "/org/m/resolve/main/model.safetensors")
 	if err != nil {

@@ -110,7 +110,7 @@ func TestResolvePinsDownloadsToTheCommit(t *testing.T) {
 		{"org/moved", "main", "f.json", "/api/resolve-cache/models/org/m/" + testCommit + "/f.json"},
 	} {
 		repo := hub.MustRepo(hub.Model, tc.repo)
-		m, err := c.Resolve(context.Background(), "", repo, tc.rev, tc.path)
+		m, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: repo, Rev: tc.rev, Path: tc.path})
 		if err != nil {
 			t.Fatalf("%s@%s: %v", tc.path, tc.rev, err)
 		}

@@ -21,12 +21,12 @@ type FileMeta struct {
 	Linked      bool   // X-Linked-* headers were present (LFS/Xet file)
 }
 
-// Resolve sends HEAD {upstream}/{prefix}{repo}/resolve/{rev}/{path} and reads
-// the file's metadata the way huggingface_hub does: redirects are not followed
-// by the transport; a relative Location is re-issued as a HEAD on the upstream
-// (its path only, as the hub client does), and an absolute Location (a CDN)
-// stops the walk, that 3xx's own headers being the metadata and its Location
-// the DownloadURL. Nothing is ever sent to the CDN here.
+// Resolve sends HEAD {upstream}/{prefix}{repo}/resolve/{rev}/{path} for f
+// and reads the file's metadata the way huggingface_hub does: redirects are
+// not followed by the transport; a relative Location is re-issued as a HEAD
+// on the upstream (its path only, as the hub client does), and an absolute
+// Location (a CDN) stops the walk, that 3xx's own headers being the metadata
+// and its Location the DownloadURL. Nothing is ever sent to the CDN here.
 //
 // auth is the caller's raw Authorization value; empty means the proxy token,
 // if any. The whole call, retries included, is bounded by MetadataTimeout,
@@ -35,24 +35,24 @@ type FileMeta struct {
 // Errors: *hub.InvalidError for a bad repo, revision or path; *StatusError
 // for a non-2xx/3xx answer; *ProtocolError when the answer lacks a commit,
 // ETag or size, or redirects badly; ErrUnavailable for network failures.
-func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, path string) (FileMeta, error) {
-	if repo.IsZero() {
+func (c *Client) Resolve(ctx context.Context, auth string, f hub.FileRef) (FileMeta, error) {
+	if f.Repo.IsZero() {
 		return FileMeta{}, &hub.InvalidError{Field: "repo id", Reason: "no repository named"}
 	}
-	if err := hub.ValidRevision(rev); err != nil {
+	if err := hub.ValidRevision(f.Rev); err != nil {
 		return FileMeta{}, err
 	}
-	if err := hub.ValidPath(path); err != nil {
+	if err := hub.ValidPath(f.Path); err != nil {
 		return FileMeta{}, err
 	}
 	authz, err := c.authFor(auth, false)
 	if err != nil {
 		return FileMeta{}, err
 	}
-	u, err := url.Parse(c.baseStr + "/" + repo.Type().URLPrefix() + repo.ID() +
-		"/resolve/" + url.PathEscape(rev) + "/" + escapePath(path))
+	u, err := url.Parse(c.baseStr + "/" + f.Repo.Type().URLPrefix() + f.Repo.ID() +
+		"/resolve/" + url.PathEscape(f.Rev) + "/" + escapePath(f.Path))
 	if err != nil {
-		return FileMeta{}, fmt.Errorf("fetch: building the resolve URL for %s: %w", repo, err)
+		return FileMeta{}, fmt.Errorf("fetch: building the resolve URL for %s: %w", f.Repo, err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, c.metaTimeout,
 		&timeoutError{what: fmt.Sprintf("no metadata answer within %s", c.metaTimeout)})
@@ -70,7 +70,7 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 		case code >= 200 && code < 300:
 			resp.Body.Close()
 			m, err := metadata(resp, u, u.String(), false)
-			return c.pin(m, rev), err
+			return c.pin(m, f.Rev), err
 		case code >= 300 && code < 400:
 			resp.Body.Close()
 			ref, perr := location(resp, u)
@@ -79,7 +79,7 @@ func (c *Client) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, p
 			}
 			if ref.IsAbs() || ref.Host != "" {
 				m, err := metadata(resp, u, u.ResolveReference(ref).String(), true)
-				return c.pin(m, rev), err
+				return c.pin(m, f.Rev), err
 			}
 			if hop >= c.maxRedirects {
 				return FileMeta{}, &ProtocolError{URL: redact(u), Reason: fmt.Sprintf("more than %d redirects", c.maxRedirects)}

@@ -38,7 +38,7 @@ func TestResolveFollowsRelativeRedirects(t *testing.T) {
 		}
 	})
 	c := newClient(t, up.URL, nil)
-	m, err := c.Resolve(context.Background(), "", gpt2, "main", "config.json")
+	m, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: gpt2, Rev: "main", Path: "config.json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestResolveAbsoluteRedirectIsTheMetadata(t *testing.T) {
 		w.WriteHeader(http.StatusFound)
 	})
 	c := newClient(t, up.URL, nil)
-	m, err := c.Resolve(context.Background(), callerAuth, gpt2, "main", "model.safetensors")
+	m, err := c.Resolve(context.Background(), callerAuth, hub.FileRef{Repo: gpt2, Rev: "main", Path: "model.safetensors"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestResolveEscapesRevisionAndPath(t *testing.T) {
 	up := newServer(t, headHandler(map[string]string{"X-Repo-Commit": testCommit, "ETag": `"e"`, "Content-Length": "1"}))
 	c := newClient(t, up.URL+"/mirror/", func(o *Options) { o.Token = "" })
 	ds := hub.MustRepo(hub.Dataset, "org/data")
-	m, err := c.Resolve(context.Background(), "", ds, "refs/pr/1", "dir/a b#c.txt")
+	m, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: ds, Rev: "refs/pr/1", Path: "dir/a b#c.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestResolveRejectsInvalidInput(t *testing.T) {
 		{gpt2, "main", "../a"},
 		{gpt2, "main", "/etc/passwd"},
 	} {
-		_, err := c.Resolve(ctx, "", tc.repo, tc.rev, tc.path)
+		_, err := c.Resolve(ctx, "", hub.FileRef{Repo: tc.repo, Rev: tc.rev, Path: tc.path})
 		var ie *hub.InvalidError
 		if !errors.As(err, &ie) {
 			t.Errorf("Resolve(%v, %q, %q) = %v, want *hub.InvalidError", tc.repo, tc.rev, tc.path, err)
@@ -191,7 +191,7 @@ func TestResolveProtocolErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newServer(t, tc.h)
 			c := newClient(t, up.URL, func(o *Options) { o.MaxRedirects = 3 })
-			_, err := c.Resolve(context.Background(), callerAuth, gpt2, "main", "f")
+			_, err := c.Resolve(context.Background(), callerAuth, hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 			var pe *ProtocolError
 			if !errors.As(err, &pe) {
 				t.Fatalf("err = %v, want *ProtocolError", err)
@@ -230,7 +230,7 @@ func TestResolveStatusErrors(t *testing.T) {
 				w.WriteHeader(tc.code)
 			})
 			c := newClient(t, up.URL, nil)
-			_, err := c.Resolve(context.Background(), callerAuth, gpt2, "main", "missing.bin")
+			_, err := c.Resolve(context.Background(), callerAuth, hub.FileRef{Repo: gpt2, Rev: "main", Path: "missing.bin"})
 			var se *StatusError
 			if !errors.As(err, &se) {
 				t.Fatalf("err = %v, want *StatusError", err)
@@ -262,7 +262,7 @@ func TestResolveRetries5xxThenSucceeds(t *testing.T) {
 		headHandler(map[string]string{"X-Repo-Commit": testCommit, "ETag": `"e"`, "Content-Length": "7"})(w, r)
 	})
 	c := newClient(t, up.URL, nil)
-	m, err := c.Resolve(context.Background(), "", gpt2, "main", "f")
+	m, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestResolvePersistent5xxIsUnavailable(t *testing.T) {
 			w.WriteHeader(code)
 		})
 		c := newClient(t, up.URL, func(o *Options) { o.Retries = 2 })
-		_, err := c.Resolve(context.Background(), callerAuth, gpt2, "main", "f")
+		_, err := c.Resolve(context.Background(), callerAuth, hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 		var se *StatusError
 		if !errors.As(err, &se) || se.Code != code {
 			t.Fatalf("%d: err = %v, want *StatusError", code, err)
@@ -297,7 +297,7 @@ func TestResolveNetworkErrorIsUnavailable(t *testing.T) {
 	addr := up.URL
 	up.Close() // nothing listens there now
 	c := newClient(t, addr, nil)
-	_, err := c.Resolve(context.Background(), callerAuth, gpt2, "main", "f")
+	_, err := c.Resolve(context.Background(), callerAuth, hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -314,7 +314,7 @@ func TestResolveMetadataTimeoutIsUnavailable(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	c := newClient(t, up.URL, func(o *Options) { o.MetadataTimeout = 50 * time.Millisecond })
-	_, err := c.Resolve(context.Background(), "", gpt2, "main", "f")
+	_, err := c.Resolve(context.Background(), "", hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
 	}
@@ -332,7 +332,7 @@ func TestResolveCallerCancelIsNotUnavailable(t *testing.T) {
 		<-arrived
 		cancel()
 	}()
-	_, err := c.Resolve(ctx, "", gpt2, "main", "f")
+	_, err := c.Resolve(ctx, "", hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want context.Canceled and not ErrUnavailable", err)
 	}
@@ -350,7 +350,7 @@ func TestResolveScrubsEchoedCredentials(t *testing.T) {
 	})
 	for _, auth := range []string{callerAuth} {
 		c := newClient(t, up.URL, nil)
-		_, err := c.Resolve(context.Background(), auth, gpt2, "main", "f")
+		_, err := c.Resolve(context.Background(), auth, hub.FileRef{Repo: gpt2, Rev: "main", Path: "f"})
 		var se *StatusError
 		if !errors.As(err, &se) {
 			t.Fatalf("err = %v", err)

@@ -32,7 +32,15 @@ var (
 	ErrDeviceFailed = errors.New("gpu: device failed")
 	// ErrClosed is returned by every call on a closed Copier.
 	ErrClosed = errors.New("gpu: copier closed")
+	// ErrOutOfMemory matches a *DriverError saying the device is out of
+	// memory (CUDA_ERROR_OUT_OF_MEMORY), so that callers tell "no room"
+	// from "failed" without knowing CUDA's numbers. The budget refusing a
+	// lease is ErrBudget, not this: the driver was never asked.
+	ErrOutOfMemory = errors.New("gpu: device out of memory")
 )
+
+// codeOutOfMemory is the CUresult of CUDA_ERROR_OUT_OF_MEMORY.
+const codeOutOfMemory = 2
 
 // DriverError is a CUDA driver call that returned something other than
 // CUDA_SUCCESS.
@@ -44,6 +52,12 @@ type DriverError struct {
 
 func (e *DriverError) Error() string {
 	return fmt.Sprintf("gpu: %s: %s (%d)", e.Call, e.Name, e.Code)
+}
+
+// Is makes errors.Is(err, ErrOutOfMemory) hold for the driver's
+// out-of-memory answer.
+func (e *DriverError) Is(target error) bool {
+	return target == ErrOutOfMemory && e.Code == codeOutOfMemory
 }
 
 // Sticky reports whether the code is one CUDA documents as leaving the

@@ -49,9 +49,6 @@ const (
 	// defaultHeadroomPercent of a device's total memory is left free when
 	// Options.DeviceHeadroom is 0.
 	defaultHeadroomPercent = 10
-	// defaultGranularity is what allocations are rounded to where the
-	// driver cannot say (no VMM API): CUDA's allocator works in 2 MiB pages.
-	defaultGranularity = 2 << 20
 	// minReadSize is the smallest read a piece is split into: below it one
 	// read per piece is as fast, and cheaper.
 	minReadSize = 64 << 10

@@ -367,6 +367,9 @@ func outOfDeviceMemory(t *testing.T, c *Copier, d driverView) {
 	if de := driverErrors(err); de[0].Name != cudaErrorOutOfMemoryName {
 		t.Errorf("Name = %q", de[0].Name)
 	}
+	if !errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrBudget) {
+		t.Errorf("%v: want ErrOutOfMemory (the driver's refusal), not ErrBudget", err)
+	}
 	d.expectClean(t)
 	if n := d.leased(t, 0); n != 0 {
 		t.Errorf("LeasedBytes = %d after the refusal", n)

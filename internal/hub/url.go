@@ -15,12 +15,11 @@ import (
 // ErrNoRoute means a path is not one of the hub's file or API URLs.
 var ErrNoRoute = errors.New("no such route")
 
-// FileURL is a parsed /{prefix}{repo}/{resolve|raw}/{rev}/{path} URL.
+// FileURL is a parsed /{prefix}{repo}/{resolve|raw}/{rev}/{path} URL: the
+// file it names, and which of the two routes named it.
 type FileURL struct {
-	Repo Repo
-	Raw  bool // /raw/ rather than /resolve/
-	Rev  string
-	Path string
+	FileRef
+	Raw bool // /raw/ rather than /resolve/
 }
 
 // ParseFileURL parses the escaped path of a file URL. Errors: ErrNoRoute,

@@ -12,16 +12,16 @@ func TestParseFileURL(t *testing.T) {
 		in   string
 		want FileURL
 	}{
-		{"/gpt2/resolve/main/config.json", FileURL{Repo: MustRepo(Model, "gpt2"), Rev: "main", Path: "config.json"}},
-		{"/org/name/resolve/main/a/b.safetensors", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "a/b.safetensors"}},
-		{"/datasets/org/ds/resolve/v1.0/data/x.parquet", FileURL{Repo: MustRepo(Dataset, "org/ds"), Rev: "v1.0", Path: "data/x.parquet"}},
-		{"/spaces/org/sp/raw/main/app.py", FileURL{Repo: MustRepo(Space, "org/sp"), Raw: true, Rev: "main", Path: "app.py"}},
-		{"/org/name/resolve/refs%2Fpr%2F1/model.bin", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "refs/pr/1", Path: "model.bin"}},
-		{"/org/name/resolve/refs/pr/12/sub/model.bin", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "refs/pr/12", Path: "sub/model.bin"}},
-		{"/org/name/resolve/refs/convert/parquet/x.parquet", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "refs/convert/parquet", Path: "x.parquet"}},
-		{"/org/name/resolve/main/dir%20x/f%C3%A9.txt", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "dir x/fé.txt"}},
+		{"/gpt2/resolve/main/config.json", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "gpt2"), Rev: "main", Path: "config.json"}}},
+		{"/org/name/resolve/main/a/b.safetensors", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "a/b.safetensors"}}},
+		{"/datasets/org/ds/resolve/v1.0/data/x.parquet", FileURL{FileRef: FileRef{Repo: MustRepo(Dataset, "org/ds"), Rev: "v1.0", Path: "data/x.parquet"}}},
+		{"/spaces/org/sp/raw/main/app.py", FileURL{FileRef: FileRef{Repo: MustRepo(Space, "org/sp"), Rev: "main", Path: "app.py"}, Raw: true}},
+		{"/org/name/resolve/refs%2Fpr%2F1/model.bin", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "org/name"), Rev: "refs/pr/1", Path: "model.bin"}}},
+		{"/org/name/resolve/refs/pr/12/sub/model.bin", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "org/name"), Rev: "refs/pr/12", Path: "sub/model.bin"}}},
+		{"/org/name/resolve/refs/convert/parquet/x.parquet", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "org/name"), Rev: "refs/convert/parquet", Path: "x.parquet"}}},
+		{"/org/name/resolve/main/dir%20x/f%C3%A9.txt", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "dir x/fé.txt"}}},
 		// A file literally named "resolve" further down does not confuse the split.
-		{"/org/name/resolve/main/resolve/x", FileURL{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "resolve/x"}},
+		{"/org/name/resolve/main/resolve/x", FileURL{FileRef: FileRef{Repo: MustRepo(Model, "org/name"), Rev: "main", Path: "resolve/x"}}},
 	}
 	for _, tt := range tests {
 		got, err := ParseFileURL(tt.in)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
 )
 
 const namespace = "hubproxy"
@@ -183,47 +185,33 @@ func (m *Metrics) ObserveHeader(result string) {
 	}
 }
 
-// StoreStats is what the cache reports about itself; the gauges read it at
-// scrape time, so no package has to push them.
-type StoreStats struct {
-	MaxBytes, MinFreeBytes   int64
-	FreeBytes                int64 // -1 when unknown
-	BlobBytes, PartialBytes  int64
-	Blobs, Partials, InUse   int
-	Evictions, FillRequests  int64
-	FillBytes, FillErrors    int64
-	Promotions, VerifyFailed int64
-	FillsInFlight            int
-	Waiters                  int64
-}
-
 // RegisterStore exposes the cache's own counters and gauges, read from stats
-// at each scrape.
-func RegisterStore(reg prometheus.Registerer, stats func() StoreStats) {
-	gauge := func(name, help string, f func(StoreStats) float64) prometheus.Collector {
+// at each scrape, so no package has to push them.
+func RegisterStore(reg prometheus.Registerer, stats func() cache.Stats) {
+	gauge := func(name, help string, f func(cache.Stats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help},
 			func() float64 { return f(stats()) })
 	}
-	counter := func(name, help string, f func(StoreStats) float64) prometheus.Collector {
+	counter := func(name, help string, f func(cache.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help},
 			func() float64 { return f(stats()) })
 	}
 	reg.MustRegister(
-		gauge("cache_max_bytes", "The cache's size budget (cache-max-bytes); 0 means unlimited.", func(s StoreStats) float64 { return float64(s.MaxBytes) }),
-		gauge("cache_min_free_bytes", "The free-space floor eviction keeps on the cache's filesystem (cache-min-free-bytes).", func(s StoreStats) float64 { return float64(s.MinFreeBytes) }),
-		gauge("cache_free_bytes", "Free bytes on the cache's filesystem now (-1 if unknown).", func(s StoreStats) float64 { return float64(s.FreeBytes) }),
-		gauge("cache_blob_bytes", "Bytes of complete, verified blobs in the cache.", func(s StoreStats) float64 { return float64(s.BlobBytes) }),
-		gauge("cache_partial_bytes", "Bytes present in partially filled files.", func(s StoreStats) float64 { return float64(s.PartialBytes) }),
-		gauge("cache_blobs", "Complete, verified blobs in the cache.", func(s StoreStats) float64 { return float64(s.Blobs) }),
-		gauge("cache_partials", "Partially filled files in the cache.", func(s StoreStats) float64 { return float64(s.Partials) }),
-		gauge("cache_fills_in_flight", "Upstream range requests cache fills are running now.", func(s StoreStats) float64 { return float64(s.FillsInFlight) }),
-		gauge("cache_waiters", "Readers waiting now for bytes another request is fetching (single-flight waiters).", func(s StoreStats) float64 { return float64(s.Waiters) }),
-		gauge("cache_files_in_use", "Cached files with open readers, fills in flight or promotion running.", func(s StoreStats) float64 { return float64(s.InUse) }),
-		counter("cache_evictions_total", "Files evicted to stay under the size budget or free-space floor.", func(s StoreStats) float64 { return float64(s.Evictions) }),
-		counter("cache_fill_requests_total", "Upstream range requests made by cache fills.", func(s StoreStats) float64 { return float64(s.FillRequests) }),
-		counter("cache_fill_bytes_total", "Bytes requested upstream by cache fills.", func(s StoreStats) float64 { return float64(s.FillBytes) }),
-		counter("cache_promotions_total", "Partial files verified and promoted to blobs.", func(s StoreStats) float64 { return float64(s.Promotions) }),
-		counter("cache_verify_failures_total", "Partial files discarded because their hash did not match.", func(s StoreStats) float64 { return float64(s.VerifyFailed) }),
+		gauge("cache_max_bytes", "The cache's size budget (cache-max-bytes); 0 means unlimited.", func(s cache.Stats) float64 { return float64(s.MaxBytes) }),
+		gauge("cache_min_free_bytes", "The free-space floor eviction keeps on the cache's filesystem (cache-min-free-bytes).", func(s cache.Stats) float64 { return float64(s.MinFreeBytes) }),
+		gauge("cache_free_bytes", "Free bytes on the cache's filesystem now (-1 if unknown).", func(s cache.Stats) float64 { return float64(s.FreeBytes) }),
+		gauge("cache_blob_bytes", "Bytes of complete, verified blobs in the cache.", func(s cache.Stats) float64 { return float64(s.BlobBytes) }),
+		gauge("cache_partial_bytes", "Bytes present in partially filled files.", func(s cache.Stats) float64 { return float64(s.PartialBytes) }),
+		gauge("cache_blobs", "Complete, verified blobs in the cache.", func(s cache.Stats) float64 { return float64(s.Blobs) }),
+		gauge("cache_partials", "Partially filled files in the cache.", func(s cache.Stats) float64 { return float64(s.Partials) }),
+		gauge("cache_fills_in_flight", "Upstream range requests cache fills are running now.", func(s cache.Stats) float64 { return float64(s.FillsInFlight) }),
+		gauge("cache_waiters", "Readers waiting now for bytes another request is fetching (single-flight waiters).", func(s cache.Stats) float64 { return float64(s.Waiters) }),
+		gauge("cache_files_in_use", "Cached files with open readers, fills in flight or promotion running.", func(s cache.Stats) float64 { return float64(s.InUse) }),
+		counter("cache_evictions_total", "Files evicted to stay under the size budget or free-space floor.", func(s cache.Stats) float64 { return float64(s.Evictions) }),
+		counter("cache_fill_requests_total", "Upstream range requests made by cache fills.", func(s cache.Stats) float64 { return float64(s.FillRequests) }),
+		counter("cache_fill_bytes_total", "Bytes requested upstream by cache fills.", func(s cache.Stats) float64 { return float64(s.FillBytes) }),
+		counter("cache_promotions_total", "Partial files verified and promoted to blobs.", func(s cache.Stats) float64 { return float64(s.Promotions) }),
+		counter("cache_verify_failures_total", "Partial files discarded because their hash did not match.", func(s cache.Stats) float64 { return float64(s.VerifyFailures) }),
 	)
 }
 

@@ -9,12 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hubproxy/hubproxy/internal/cache"
 )
 
 func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := New(reg)
-	RegisterStore(reg, func() StoreStats { return StoreStats{BlobBytes: 7} })
+	RegisterStore(reg, func() cache.Stats { return cache.Stats{BlobBytes: 7} })
 	m.ObserveRequest("resolve", 200, 0.01)
 	m.ObserveCache(10, 10)
 	m.ObserveHeader("parsed")

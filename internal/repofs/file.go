@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 )
@@ -102,6 +103,25 @@ func (f *File) VerifyWhole() {
 	}
 }
 
+// Begin prepares serving [off, end) next, sequentially (whole: the entire
+// file, from 0): the cache reads ahead inside it, a whole read is verified
+// even should it turn to upstream part-way (VerifyWhole), and the first
+// byte is read now, so that an upstream failing outright is an error before
+// anything is sent. That costs nothing: its block is needed first.
+func (f *File) Begin(off, end int64, whole bool) error {
+	f.Expect(off, end)
+	if end > off {
+		var first [1]byte
+		if _, err := f.ReadAt(first[:], off); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	if whole {
+		f.VerifyWhole()
+	}
+	return nil
+}
+
 // othersRetries is how often a read that met another caller's refusal is
 // retried through the cache before it turns to upstream for good.
 const othersRetries = 2
@@ -152,7 +172,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 // refusal of its own: so the read is retried, and then served straight from
 // upstream with this caller's origin, verified as a bypassed read is.
 func (f *File) othersRefusal(err error) bool {
-	return isRefusal(err) && !f.origin.refused.Load()
+	return errors.Is(err, fetch.ErrRefused) && !f.origin.refused.Load()
 }
 
 // startVerify begins hashing a whole read that turns to upstream at off:

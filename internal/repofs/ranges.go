@@ -353,15 +353,15 @@ func (o *origin) fetchRanges(ctx context.Context, ranges []fetch.Range) (io.Read
 		return nil, err
 	}
 	want := fetch.Want{Size: o.size, ETag: o.etag}
-	body, err := o.fs.up.GetRanges(ctx, url, o.auth, want, ranges)
+	body, err := o.fs.up.GetRanges(ctx, url, o.caller.Auth(), want, ranges)
 	if err == nil || !errors.Is(err, fetch.ErrExpired) {
 		return body, err
 	}
-	o.fs.log.Debug("download URL refused; resolving again", "repo", o.repo.String(), "path", o.path, "err", err)
+	o.fs.log.Debug("download URL refused; resolving again", "repo", o.at.Repo.String(), "path", o.at.Path, "err", err)
 	if url, err = o.downloadURL(ctx, true); err != nil {
 		return nil, err
 	}
-	return o.fs.up.GetRanges(ctx, url, o.auth, want, ranges)
+	return o.fs.up.GetRanges(ctx, url, o.caller.Auth(), want, ranges)
 }
 
 // host is the scheme and host of the download URL: what a multipart

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 )
 
@@ -139,7 +140,7 @@ func TestReadRangesFetchesOnlyTheRanges(t *testing.T) {
 	data := pattern(4 << 20)
 	fs, _, up := newMultiFS(t, data, false)
 	tally := &cache.Tally{}
-	f, err := fs.Open(cache.WithTally(context.Background(), tally), "", repo, "main", "w.bin")
+	f, err := fs.Open(cache.WithTally(context.Background(), tally), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestCoalesce(t *testing.T) {
 func TestReadRangesAnyOrder(t *testing.T) {
 	data := pattern(200000)
 	fs, _, _ := newMultiFS(t, data, false)
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestReadRangesFallsBackToSingleRanges(t *testing.T) {
 	bufs, offs, total := strided(1000, 300, 512, 8<<10)
 	for i := range 2 {
 		up.reset()
-		f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+		f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +256,7 @@ func TestReadRangesFallsBackToSingleRanges(t *testing.T) {
 func TestReadRangesReadsTheCacheFirst(t *testing.T) {
 	data := pattern(4 << 20)
 	fs, _, up := newMultiFS(t, data, false)
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestReadRangesReadsTheCacheFirst(t *testing.T) {
 func TestReadRangesRefreshesARefusedURL(t *testing.T) {
 	data := pattern(4 << 20)
 	fs, res, up := newMultiFS(t, data, false)
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestReadRangesFailsOnABrokenAnswer(t *testing.T) {
 	data := pattern(4 << 20)
 	fs, _, up := newMultiFS(t, data, false)
 	up.cut = true
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}

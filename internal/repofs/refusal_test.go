@@ -11,7 +11,9 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
+	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // refusingUpstream refuses one credential the way the Hub refuses a token
@@ -62,7 +64,7 @@ func TestAnotherCallersRefusalIsNotMine(t *testing.T) {
 	fs := New(res, store, up, Options{})
 
 	carolCtx, leave := context.WithCancel(context.Background())
-	carol, err := fs.Open(carolCtx, "Bearer carol", repo, "main", "w.bin")
+	carol, err := fs.Open(carolCtx, hub.NewCaller("Bearer carol"), hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestAnotherCallersRefusalIsNotMine(t *testing.T) {
 	}()
 	<-up.third // carol's third fill of block 0 is in flight
 
-	anon, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	anon, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestAnotherCallersRefusalIsNotMine(t *testing.T) {
 		_, err := anon.ReadAt(got, 0)
 		anonDone <- err
 	}()
-	waitFor(t, func() bool { return store.Stats().Waiters == 2 }) // both wait for carol's fill
+	testutil.Eventually(t, 10*time.Second, "both readers waiting for carol's fill", func() bool { return store.Stats().Waiters == 2 })
 	leave()
 	if err := <-carolDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("carol, gone: %v", err)
@@ -105,7 +107,7 @@ func TestAnotherCallersRefusalIsNotMine(t *testing.T) {
 	}
 
 	// Carol's own read still gets her own refusal, at once.
-	again, err := fs.Open(context.Background(), "Bearer carol", repo, "main", "w.bin")
+	again, err := fs.Open(context.Background(), hub.NewCaller("Bearer carol"), hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +115,5 @@ func TestAnotherCallersRefusalIsNotMine(t *testing.T) {
 	var se *fetch.StatusError
 	if _, err := again.ReadAt(make([]byte, 100), 8192); !errors.As(err, &se) || se.Code != http.StatusForbidden {
 		t.Fatalf("carol's own read of a missing block: %v, want her 403", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
 	}
 }

@@ -29,8 +29,8 @@ import (
 // Resolver is the part of the resolver repofs needs: a file's metadata for
 // a caller, and forgetting it when its download URL was refused.
 type Resolver interface {
-	File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
-	Invalidate(auth string, repo hub.Repo, rev, path string)
+	File(ctx context.Context, c hub.Caller, f hub.FileRef) (resolver.Meta, error)
+	Invalidate(c hub.Caller, f hub.FileRef)
 }
 
 // Store is the part of the cache repofs needs.
@@ -51,10 +51,15 @@ type Options struct {
 	// OnBypass, when set, is told once per opened file that the cache could
 	// not store its bytes and reads now stream from upstream.
 	OnBypass func(ctx context.Context, repo hub.Repo, path string, err error)
-	// Sharing, when set, shares the cache's fills with other nodes
-	// (origin.go, internal/sharedfill).
-	Sharing Sharing
-	Logger  *slog.Logger
+	// Share, when set, makes a file's fills shared with other nodes
+	// (internal/sharedfill): the origin it returns reads what another node
+	// already fetched from a shared store, and fetches the rest through up
+	// once for the cluster. It is given only files whose access upstream
+	// has decided for this caller (Open resolved them first), and keys what
+	// it shares by etag, a content hash, so sharing never widens who may
+	// read what.
+	Share  func(etag string, size int64, up cache.Origin) cache.Origin
+	Logger *slog.Logger
 }
 
 // FS opens repo files. It is safe for concurrent use.
@@ -78,28 +83,27 @@ func New(res Resolver, store Store, up Upstream, opts Options) *FS {
 		verdicts: hostVerdicts{multi: map[string]bool{}, refusals: map[string]time.Time{}}}
 }
 
-// Stat resolves repo@rev:path for the caller whose Authorization is auth,
-// without opening it: what a HEAD needs.
-func (fs *FS) Stat(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error) {
-	return fs.res.File(ctx, auth, repo, rev, path)
+// Stat resolves f for caller c without opening it: what a HEAD needs.
+func (fs *FS) Stat(ctx context.Context, c hub.Caller, f hub.FileRef) (resolver.Meta, error) {
+	return fs.res.File(ctx, c, f)
 }
 
-// Open resolves repo@rev:path for the caller and opens it for reading. The
+// Open resolves f for caller c and opens it for reading. The
 // File's reads honour ctx; fills they start outlive it. Errors wrap what
 // failed: the resolver's (a *fetch.StatusError for upstream's refusals and
 // missing files, ErrUnverifiable, ErrOffline) or the cache's.
-func (fs *FS) Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (*File, error) {
-	m, err := fs.res.File(ctx, auth, repo, rev, path)
+func (fs *FS) Open(ctx context.Context, c hub.Caller, ref hub.FileRef) (*File, error) {
+	m, err := fs.res.File(ctx, c, ref)
 	if err != nil {
 		return nil, err
 	}
 	f := &File{
 		fs:     fs,
 		ctx:    ctx,
-		Repo:   repo,
-		Path:   path,
+		Repo:   ref.Repo,
+		Path:   ref.Path,
 		Meta:   m,
-		origin: &origin{fs: fs, auth: auth, repo: repo, path: path, commit: m.Commit, etag: m.ETag, size: m.Size, url: m.DownloadURL},
+		origin: &origin{fs: fs, caller: c, at: ref.At(m.Commit), etag: m.ETag, size: m.Size, url: m.DownloadURL},
 	}
 	f.stream.end = m.Size
 	if hub.ETagKind(m.ETag) == hub.HashUnknown {
@@ -108,9 +112,9 @@ func (fs *FS) Open(ctx context.Context, auth string, repo hub.Repo, rev, path st
 		f.bypassing.Store(true)
 		return f, nil
 	}
-	h, err := fs.store.Open(ctx, cache.File{Repo: repo, Commit: m.Commit, Path: path, ETag: m.ETag, Size: m.Size}, fs.fillOrigin(f.origin))
+	h, err := fs.store.Open(ctx, cache.File{Repo: ref.Repo, Commit: m.Commit, Path: ref.Path, ETag: m.ETag, Size: m.Size}, fs.fillOrigin(f.origin))
 	if err != nil {
-		return nil, fmt.Errorf("opening %s in the cache: %w", path, err)
+		return nil, fmt.Errorf("opening %s in the cache: %w", ref.Path, err)
 	}
 	f.h = h
 	return f, nil

@@ -32,17 +32,17 @@ type fakeResolver struct {
 	revs     []string
 }
 
-func (r *fakeResolver) File(ctx context.Context, auth string, rp hub.Repo, rev, path string) (resolver.Meta, error) {
+func (r *fakeResolver) File(ctx context.Context, c hub.Caller, f hub.FileRef) (resolver.Meta, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.resolves++
-	r.revs = append(r.revs, rev)
+	r.revs = append(r.revs, f.Rev)
 	m := r.meta
 	m.DownloadURL = fmt.Sprintf("https://cdn/%d", r.resolves)
 	return m, nil
 }
 
-func (r *fakeResolver) Invalidate(string, hub.Repo, string, string) {}
+func (r *fakeResolver) Invalidate(hub.Caller, hub.FileRef) {}
 
 // fakeUpstream serves data for any URL not marked expired, and counts calls.
 type fakeUpstream struct {
@@ -96,7 +96,7 @@ func pattern(n int) []byte {
 func TestOriginRefreshesARefusedURLAtTheCommit(t *testing.T) {
 	data := pattern(20000)
 	fs, res, up := newFS(t, data, sha(data))
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestOriginRefreshesARefusedURLAtTheCommit(t *testing.T) {
 func TestUncacheableFileStreams(t *testing.T) {
 	data := pattern(50000)
 	fs, _, up := newFS(t, data, "not-a-hash")
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestUncacheableFileStreams(t *testing.T) {
 func TestCacheableFileFillsAndPromotes(t *testing.T) {
 	data := pattern(40000)
 	fs, _, _ := newFS(t, data, sha(data))
-	f, err := fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err := fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestCacheableFileFillsAndPromotes(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) || f.Bypassed() {
 		t.Fatalf("whole read: %v, equal %v, bypassed %v", err, bytes.Equal(got, data), f.Bypassed())
 	}
-	f, err = fs.Open(context.Background(), "", repo, "main", "w.bin")
+	f, err = fs.Open(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if err != nil {
 		t.Fatal(err)
 	}

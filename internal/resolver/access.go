@@ -22,7 +22,7 @@ func (r *Resolver) probeVisibility(ctx context.Context, repo hub.Repo) <-chan si
 		switch {
 		case err == nil:
 			r.policy.visible(repo, v.Public(), sent)
-		case errors.As(err, &se) && refusal(se):
+		case errors.As(err, &se) && errors.Is(se, fetch.ErrRefused):
 			r.policy.visible(repo, false, r.now())
 		}
 		return nil, err
@@ -34,17 +34,17 @@ func (r *Resolver) probeVisibility(ctx context.Context, repo hub.Repo) <-chan si
 // repo's metadata only (the Hub serves a gated repo's metadata to anyone,
 // so it says nothing of the files); a refusal erases the caller's grants.
 // Other errors, EntryNotFound and RevisionNotFound prove nothing here.
-func (r *Resolver) AnsweredMetadata(auth string, repo hub.Repo, err error) {
+func (r *Resolver) AnsweredMetadata(c hub.Caller, repo hub.Repo, err error) {
 	var se *fetch.StatusError
 	switch {
-	case err == nil && auth != "":
+	case err == nil && !c.Anonymous():
 		// Not for anonymous callers: they all share one identity, and one
 		// grant would outlive the repo turning private for every one of
 		// them. Their cached metadata replays by the answer's own time
 		// (MayReplayMetadata's anonAt), which a later "not public" ends.
-		r.policy.grantedMeta(callerHash(auth), repo)
-	case errors.As(err, &se) && refusal(se):
-		r.refused(auth, repo, se)
+		r.policy.grantedMeta(c, repo)
+	case errors.As(err, &se) && errors.Is(se, fetch.ErrRefused):
+		r.refused(c, repo, se)
 	}
 }
 
@@ -58,51 +58,44 @@ func (r *Resolver) NotPublic(repo hub.Repo) { r.policy.visible(repo, false, r.no
 // its metadata is a grant of the repo's files to a credential (anonymous
 // answers are recorded per file instead, by learn); a refusal erases the
 // caller's grants.
-func (r *Resolver) answeredFile(auth string, repo hub.Repo, err error) {
+func (r *Resolver) answeredFile(c hub.Caller, repo hub.Repo, err error) {
 	var se *fetch.StatusError
 	switch {
 	case err == nil:
 		r.opts.Observe("allowed")
-		if auth != "" {
-			r.policy.grantedFile(callerHash(auth), repo)
+		if !c.Anonymous() {
+			r.policy.grantedFile(c, repo)
 		}
-	case errors.As(err, &se) && refusal(se):
-		r.refused(auth, repo, se)
+	case errors.As(err, &se) && errors.Is(se, fetch.ErrRefused):
+		r.refused(c, repo, se)
 	}
 }
 
-func (r *Resolver) refused(auth string, repo hub.Repo, se *fetch.StatusError) {
+func (r *Resolver) refused(c hub.Caller, repo hub.Repo, se *fetch.StatusError) {
 	r.opts.Observe("denied")
-	r.log.Info("access denied upstream", "repo", repo.String(), "caller", callerID(auth), "status", se.Code, "code", se.ErrorCode)
-	r.policy.refused(callerHash(auth), auth == "", repo, se)
+	r.log.Info("access denied upstream", "repo", repo.String(), "caller", c, "status", se.Code, "code", se.ErrorCode)
+	r.policy.refused(c, repo, se)
 }
 
-// MayReplayMetadata decides whether caller may have a cached metadata
+// MayReplayMetadata decides whether caller c may have a cached metadata
 // answer about repo while upstream cannot be asked. anonAt is when upstream
 // gave that answer to an anonymous caller (zero if it did not). It returns
 // nil or ErrUnverifiable.
-func (r *Resolver) MayReplayMetadata(auth string, repo hub.Repo, anonAt time.Time) error {
-	if _, err := r.policy.fallbackMeta(callerHash(auth), repo, anonAt); err != nil {
+func (r *Resolver) MayReplayMetadata(c hub.Caller, repo hub.Repo, anonAt time.Time) error {
+	if _, err := r.policy.fallbackMeta(c, repo, anonAt); err != nil {
 		r.opts.Observe("unverifiable")
 		return err
 	}
 	return nil
 }
 
-// Fresh reports whether caller may reuse a cached answer about repo's files
-// without asking upstream at all: its own file grant, or the repo's public
-// visibility, is no older than AccessTTL.
-func (r *Resolver) Fresh(auth string, repo hub.Repo) bool {
-	return r.policy.live(callerHash(auth), repo)
-}
-
-// Reusable reports whether caller may reuse an answer about repo@rev that
-// upstream gave at stored, without asking again: every answer is an access
-// decision (a repo can turn gated or private, a token be revoked), so none
-// is reused past AccessTTL; one about a branch or tag not past RevisionTTL
+// Reusable reports whether an answer about a revision rev that upstream
+// gave a caller at stored may be reused without asking again: every answer
+// is an access decision (a repo can turn gated or private, a token be
+// revoked), so none is reused past AccessTTL; one about a branch or tag not past RevisionTTL
 // either, since the branch may have moved. This is the one rule the file
 // resolutions and the JSON API share.
-func (r *Resolver) Reusable(auth string, repo hub.Repo, rev string, stored time.Time) bool {
+func (r *Resolver) Reusable(rev string, stored time.Time) bool {
 	age := r.now().Sub(stored)
 	return age < r.opts.AccessTTL && (hub.IsCommit(rev) || age < r.opts.RevisionTTL)
 }

@@ -65,8 +65,8 @@ type policy struct {
 type repoRecord struct {
 	Visibility *belief              `json:"visibility,omitempty"`
 	Anonymous  map[string]time.Time `json:"anonymous,omitempty"`   // "commit/path" → last anonymous answer
-	Files      map[string]time.Time `json:"file_grants,omitempty"` // caller id → last file grant
-	Meta       map[string]time.Time `json:"meta_grants,omitempty"` // caller id → last metadata answer
+	Files      map[string]time.Time `json:"file_grants,omitempty"` // hub.Caller.ID → last file grant
+	Meta       map[string]time.Time `json:"meta_grants,omitempty"` // hub.Caller.ID → last metadata answer
 }
 
 // belief is upstream's word on whether a repo is public, and when it said so.
@@ -121,28 +121,29 @@ func (p *policy) changedLocked(repo hub.Repo, rec *repoRecord) { p.dirty[repo] =
 
 // grantedFile records that upstream answered caller's resolve of one of
 // repo's files with its metadata.
-func (p *policy) grantedFile(caller string, repo hub.Repo) {
+func (p *policy) grantedFile(caller hub.Caller, repo hub.Repo) {
 	p.grant(caller, repo, func(r *repoRecord) *map[string]time.Time { return &r.Files })
 }
 
 // grantedMeta records that upstream answered caller's metadata request
 // about repo (repo info, tree, paths-info): a grant of metadata only.
-func (p *policy) grantedMeta(caller string, repo hub.Repo) {
+func (p *policy) grantedMeta(caller hub.Caller, repo hub.Repo) {
 	p.grant(caller, repo, func(r *repoRecord) *map[string]time.Time { return &r.Meta })
 }
 
-func (p *policy) grant(caller string, repo hub.Repo, field func(*repoRecord) *map[string]time.Time) {
+func (p *policy) grant(caller hub.Caller, repo hub.Repo, field func(*repoRecord) *map[string]time.Time) {
+	id := caller.ID()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec := p.recordLocked(repo)
 	m, now := field(rec), p.now()
-	if t, ok := (*m)[caller]; ok && now.Sub(t) < p.accessTTL/4 {
+	if t, ok := (*m)[id]; ok && now.Sub(t) < p.accessTTL/4 {
 		return // fresh enough; spare the write
 	}
 	if *m == nil {
 		*m = make(map[string]time.Time)
 	}
-	(*m)[caller] = now
+	(*m)[id] = now
 	trimOldest(*m, maxGrantsPerRepo)
 	p.changedLocked(repo, rec)
 }
@@ -168,18 +169,19 @@ func (p *policy) servedAnonymously(repo hub.Repo, commit, path string) {
 // refused records that upstream refused caller. The caller's grants are
 // gone; and what the refusal says of the repo itself (gated, or not found,
 // or closed to anonymous callers) makes it not public.
-func (p *policy) refused(caller string, anonymous bool, repo hub.Repo, se *fetch.StatusError) {
+func (p *policy) refused(caller hub.Caller, repo hub.Repo, se *fetch.StatusError) {
+	id := caller.ID()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec := p.recordLocked(repo)
-	_, f := rec.Files[caller]
-	_, m := rec.Meta[caller]
+	_, f := rec.Files[id]
+	_, m := rec.Meta[id]
 	if f || m {
-		delete(rec.Files, caller)
-		delete(rec.Meta, caller)
+		delete(rec.Files, id)
+		delete(rec.Meta, id)
 		p.changedLocked(repo, rec)
 	}
-	if anonymous || se.ErrorCode == "GatedRepo" || se.ErrorCode == "RepoNotFound" {
+	if caller.Anonymous() || se.ErrorCode == "GatedRepo" || se.ErrorCode == "RepoNotFound" {
 		p.setVisibilityLocked(repo, rec, false, p.now())
 	}
 }
@@ -212,11 +214,12 @@ func (p *policy) setVisibilityLocked(repo hub.Repo, rec *repoRecord, public bool
 // live reports whether caller may reuse an answer about repo's files now
 // without asking upstream: its own file grant, or the repo's public
 // visibility, is no older than access-ttl.
-func (p *policy) live(caller string, repo hub.Repo) bool {
+func (p *policy) live(caller hub.Caller, repo hub.Repo) bool {
+	id := caller.ID()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec, now := p.recordLocked(repo), p.now()
-	if t, ok := rec.Files[caller]; ok && now.Sub(t) < p.accessTTL {
+	if t, ok := rec.Files[id]; ok && now.Sub(t) < p.accessTTL {
 		return true
 	}
 	v := rec.Visibility
@@ -241,17 +244,18 @@ type reason string
 // look it up by commit and path with anonymousAt. It returns
 // ErrUnverifiable (fail closed) when nothing upstream said covers the
 // caller.
-func (p *policy) fallback(caller string, repo hub.Repo, anonAt time.Time) (reason, error) {
+func (p *policy) fallback(caller hub.Caller, repo hub.Repo, anonAt time.Time) (reason, error) {
 	return p.decide(caller, repo, anonAt, false)
 }
 
 // fallbackMeta is fallback for a cached metadata answer (repo info, tree,
 // paths-info), which a metadata grant also covers.
-func (p *policy) fallbackMeta(caller string, repo hub.Repo, anonAt time.Time) (reason, error) {
+func (p *policy) fallbackMeta(caller hub.Caller, repo hub.Repo, anonAt time.Time) (reason, error) {
 	return p.decide(caller, repo, anonAt, true)
 }
 
-func (p *policy) decide(caller string, repo hub.Repo, anonAt time.Time, meta bool) (reason, error) {
+func (p *policy) decide(caller hub.Caller, repo hub.Repo, anonAt time.Time, meta bool) (reason, error) {
+	id := caller.ID()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec, now := p.recordLocked(repo), p.now()
@@ -263,10 +267,10 @@ func (p *policy) decide(caller string, repo hub.Repo, anonAt time.Time, meta boo
 		return "public repo", nil
 	}
 	within := max(p.accessTTL, p.grace)
-	if t, ok := rec.Files[caller]; ok && now.Sub(t) < within {
+	if t, ok := rec.Files[id]; ok && now.Sub(t) < within {
 		return "caller granted the files", nil
 	}
-	if t, ok := rec.Meta[caller]; meta && ok && now.Sub(t) < within {
+	if t, ok := rec.Meta[id]; meta && ok && now.Sub(t) < within {
 		return "caller granted the metadata", nil
 	}
 	return "", ErrUnverifiable

@@ -16,7 +16,7 @@ import (
 // read resolves w.bin or x.bin at main for auth and reports the outcome as
 // "ok", "cache" (served without upstream), "unverifiable" or the error.
 func read(r *Resolver, auth, path string) string {
-	m, err := r.File(context.Background(), auth, repo, "main", path)
+	m, err := r.File(context.Background(), hub.NewCaller(auth), hub.FileRef{Repo: repo, Rev: "main", Path: path})
 	switch {
 	case err == nil && m.FromCache:
 		return "cache"
@@ -46,7 +46,7 @@ func TestOutageNeverServesGatedFilesToRefusedCallers(t *testing.T) {
 	}
 	store.holds(commitA, "x.bin")
 	up.set(func(f *fakeUpstream) { f.gated = true })
-	clk.add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if got := read(r, "Bearer ok", "w.bin"); got != "ok" {
 		t.Fatalf("granted caller: %s", got)
 	}
@@ -55,7 +55,7 @@ func TestOutageNeverServesGatedFilesToRefusedCallers(t *testing.T) {
 		t.Fatal("a credential's success did not ask upstream whether the repo is public")
 	}
 	up.set(func(f *fakeUpstream) { f.down = true })
-	clk.add(2 * time.Minute) // every cached decision has expired
+	clk.Advance(2 * time.Minute) // every cached decision has expired
 	for _, c := range []struct{ auth, path, want string }{
 		{"", "w.bin", "unverifiable"},
 		{"", "x.bin", "unverifiable"}, // read anonymously, but the repo is gated since
@@ -81,7 +81,7 @@ func TestOutageGraceCoversOnlyGrantedCallers(t *testing.T) {
 	read(r, "Bearer ok", "w.bin")
 	read(r, "Bearer denied", "w.bin")
 	up.set(func(f *fakeUpstream) { f.down = true })
-	clk.add(3 * time.Hour)
+	clk.Advance(3 * time.Hour)
 	for _, c := range []struct{ auth, want string }{
 		{"Bearer ok", "cache"}, {"", "unverifiable"}, {"Bearer denied", "unverifiable"}, {"Bearer new", "unverifiable"},
 	} {
@@ -95,7 +95,7 @@ func TestOutageGraceCoversOnlyGrantedCallers(t *testing.T) {
 	if got := read(r2, "Bearer ok", "w.bin"); got != "cache" {
 		t.Errorf("after a restart: %s, want cache", got)
 	}
-	clk.add(22 * time.Hour)
+	clk.Advance(22 * time.Hour)
 	if got := read(r2, "Bearer ok", "w.bin"); got != "unverifiable" {
 		t.Errorf("after the grace: %s, want unverifiable", got)
 	}
@@ -114,13 +114,13 @@ func TestPublicRepoReadWithTokensStaysServedInAnOutage(t *testing.T) {
 		t.Fatal(got)
 	}
 	up.set(func(f *fakeUpstream) { f.down = true })
-	clk.add(10 * time.Minute)
+	clk.Advance(10 * time.Minute)
 	for _, auth := range []string{"", "Bearer ok", "Bearer someone"} {
 		if got := read(r, auth, "w.bin"); got != "cache" {
 			t.Errorf("%q during the outage: %s, want cache", auth, got)
 		}
 	}
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	if got := read(r, "", "w.bin"); got != "unverifiable" {
 		t.Errorf("past public-ttl: %s, want unverifiable", got)
 	}
@@ -141,14 +141,14 @@ func TestMissingFilesAreRemembered(t *testing.T) {
 		t.Fatal("no .no_exist marker written")
 	}
 	n := up.resolves.Load()
-	_, err := r.File(context.Background(), "", repo, "main", "adapter_config.json")
+	_, err := r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "adapter_config.json"})
 	var se *fetch.StatusError
 	if !errors.As(err, &se) || se.ErrorCode != "EntryNotFound" || se.RepoCommit != commitA || up.resolves.Load() != n {
 		t.Fatalf("second ask: %v (commit %q), %d new resolves", err, se.RepoCommit, up.resolves.Load()-n)
 	}
 	// Outage, long after every decision: the repo was read anonymously.
 	up.set(func(f *fakeUpstream) { f.down = true })
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	if got := read(r, "", "adapter_config.json"); got != "404 EntryNotFound" {
 		t.Errorf("during an outage: %s, want 404 EntryNotFound", got)
 	}
@@ -166,19 +166,19 @@ func TestMissingFilesAreRemembered(t *testing.T) {
 func TestPolicyRecordsAreBounded(t *testing.T) {
 	store := newFakeStore()
 	clk := newClock()
-	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, nil)
+	p := newPolicy(store, clk.Now, time.Minute, time.Hour, 0, nil)
 	p.log = discardLogger()
 	for i := range maxAnonymousPerRepo + 50 {
 		p.servedAnonymously(repo, commitA, fmt.Sprintf("f%d", i))
-		clk.add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 	}
 	for i := range maxGrantsPerRepo + 50 {
-		p.grantedFile(fmt.Sprintf("caller%d", i), repo)
+		p.grantedFile(hub.NewCaller(fmt.Sprintf("caller%d", i)), repo)
 	}
 	if err := p.flush(); err != nil {
 		t.Fatal(err)
 	}
-	p2 := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
+	p2 := newPolicy(store, clk.Now, time.Minute, time.Hour, 0, discardLogger())
 	p2.mu.Lock()
 	rec := p2.recordLocked(repo)
 	p2.mu.Unlock()
@@ -205,27 +205,27 @@ func TestMetadataAnswersAreNotFileGrants(t *testing.T) {
 		t.Fatalf("granted caller: %s", got)
 	}
 	for _, auth := range []string{"", "Bearer denied"} {
-		r.AnsweredMetadata(auth, repo, nil)
+		r.AnsweredMetadata(hub.NewCaller(auth), repo, nil)
 	}
 	up.set(func(f *fakeUpstream) { f.down = true })
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	for _, auth := range []string{"", "Bearer denied"} {
 		if got := read(r, auth, "w.bin"); got != "unverifiable" {
 			t.Errorf("%q after a metadata answer, in an outage: %s, want unverifiable", auth, got)
 		}
 	}
-	if err := r.MayReplayMetadata("Bearer denied", repo, time.Time{}); err != nil {
+	if err := r.MayReplayMetadata(hub.NewCaller("Bearer denied"), repo, time.Time{}); err != nil {
 		t.Errorf("a token may not replay its own cached metadata: %v", err)
 	}
 	// Anonymous callers share one identity, so they hold no metadata grant:
 	// their cached answer replays by its own time only.
-	if err := r.MayReplayMetadata("", repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+	if err := r.MayReplayMetadata(hub.Caller{}, repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("anonymous replay without an answer's time: %v", err)
 	}
-	if err := r.MayReplayMetadata("", repo, clk.now()); err != nil {
+	if err := r.MayReplayMetadata(hub.Caller{}, repo, clk.Now()); err != nil {
 		t.Errorf("anonymous replay of its own recent answer: %v", err)
 	}
-	if err := r.MayReplayMetadata("Bearer other", repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+	if err := r.MayReplayMetadata(hub.NewCaller("Bearer other"), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("a caller upstream never answered replays metadata: %v", err)
 	}
 }
@@ -242,7 +242,7 @@ func TestNotFoundAnswersAreNotGrants(t *testing.T) {
 		t.Fatalf("missing file: %s", got)
 	}
 	up.set(func(f *fakeUpstream) { f.down = true })
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	if got := read(r, "Bearer ok", "w.bin"); got != "unverifiable" {
 		t.Errorf("after only an EntryNotFound, in an outage: %s, want unverifiable", got)
 	}
@@ -253,12 +253,12 @@ func TestNotFoundAnswersAreNotGrants(t *testing.T) {
 func TestOldGrantsAreDroppedOnUpgrade(t *testing.T) {
 	store := newFakeStore()
 	clk := newClock()
-	old := fmt.Sprintf(`{"grants":{%q:%q}}`, callerHash("Bearer denied"), clk.now().Format(time.RFC3339Nano))
+	old := fmt.Sprintf(`{"grants":{%q:%q}}`, hub.NewCaller("Bearer denied").ID(), clk.Now().Format(time.RFC3339Nano))
 	if err := store.PutMeta(policyKey(repo), []byte(old)); err != nil {
 		t.Fatal(err)
 	}
-	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
-	if _, err := p.fallback(callerHash("Bearer denied"), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+	p := newPolicy(store, clk.Now, time.Minute, time.Hour, 0, discardLogger())
+	if _, err := p.fallback(hub.NewCaller("Bearer denied"), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("an old-format grant was trusted: %v", err)
 	}
 }
@@ -286,13 +286,13 @@ func (s *slowStore) PutMeta(key string, data []byte) error {
 func TestRecordBeingFlushedIsNotReloadedStale(t *testing.T) {
 	store := &slowStore{fakeStore: newFakeStore()}
 	clk := newClock()
-	p := newPolicy(store, clk.now, time.Minute, time.Hour, 0, discardLogger())
-	p.visible(repo, true, clk.now())
+	p := newPolicy(store, clk.Now, time.Minute, time.Hour, 0, discardLogger())
+	p.visible(repo, true, clk.Now())
 	if err := p.flush(); err != nil {
 		t.Fatal(err)
 	}
-	clk.add(2 * time.Second)
-	p.refused(callerHash(""), true, repo, &fetch.StatusError{Code: 401, ErrorCode: "GatedRepo"})
+	clk.Advance(2 * time.Second)
+	p.refused(hub.Caller{}, repo, &fetch.StatusError{Code: 401, ErrorCode: "GatedRepo"})
 	store.armed, store.release = make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() { done <- p.flush() }()
@@ -302,7 +302,7 @@ func TestRecordBeingFlushedIsNotReloadedStale(t *testing.T) {
 		p.recordLocked(hub.MustRepo(hub.Model, fmt.Sprintf("org/other%d", i)))
 	}
 	p.mu.Unlock()
-	_, err := p.fallback(callerHash(""), repo, time.Time{})
+	_, err := p.fallback(hub.Caller{}, repo, time.Time{})
 	close(store.release)
 	if ferr := <-done; ferr != nil {
 		t.Fatal(ferr)
@@ -317,17 +317,17 @@ func TestRecordBeingFlushedIsNotReloadedStale(t *testing.T) {
 // the refusal, or anonymous callers would get the gated files in an outage.
 func TestLateProbeDoesNotUndoARefusal(t *testing.T) {
 	clk := newClock()
-	p := newPolicy(newFakeStore(), clk.now, time.Minute, time.Hour, 0, discardLogger())
-	asked := clk.now()
-	clk.add(time.Millisecond)
-	p.refused(callerHash(""), true, repo, &fetch.StatusError{Code: 401, ErrorCode: "GatedRepo"})
+	p := newPolicy(newFakeStore(), clk.Now, time.Minute, time.Hour, 0, discardLogger())
+	asked := clk.Now()
+	clk.Advance(time.Millisecond)
+	p.refused(hub.Caller{}, repo, &fetch.StatusError{Code: 401, ErrorCode: "GatedRepo"})
 	p.visible(repo, true, asked) // the probe's answer lands last
-	if _, err := p.fallback(callerHash(""), repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
+	if _, err := p.fallback(hub.Caller{}, repo, time.Time{}); !errors.Is(err, ErrUnverifiable) {
 		t.Errorf("a probe older than the refusal made the repo public: %v", err)
 	}
-	clk.add(time.Second)
-	p.visible(repo, true, clk.now()) // a probe asked after it may
-	if _, err := p.fallback(callerHash(""), repo, time.Time{}); err != nil {
+	clk.Advance(time.Second)
+	p.visible(repo, true, clk.Now()) // a probe asked after it may
+	if _, err := p.fallback(hub.Caller{}, repo, time.Time{}); err != nil {
 		t.Errorf("a newer probe's public answer was ignored: %v", err)
 	}
 }

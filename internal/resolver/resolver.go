@@ -11,11 +11,8 @@ package resolver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -31,8 +28,7 @@ import (
 
 // Upstream is the part of the hub client the resolver needs.
 type Upstream interface {
-	Resolve(ctx context.Context, auth string, repo hub.Repo, rev, path string) (fetch.FileMeta, error)
-	GetRange(ctx context.Context, rawURL, auth string, want fetch.Want, off, n int64) (io.ReadCloser, error)
+	Resolve(ctx context.Context, auth string, f hub.FileRef) (fetch.FileMeta, error)
 	Visibility(ctx context.Context, repo hub.Repo) (fetch.Visibility, error)
 }
 
@@ -204,42 +200,37 @@ func (r *Resolver) flusher() {
 	}
 }
 
-// callerHash identifies a credential without keeping it: what upstream
-// answers (and whether it answers at all) depends on who asks, so one
-// caller's answer is never reused for another. Raw tokens are never kept.
-func callerHash(auth string) string {
-	h := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(h[:]) // whole: it decides grants, so no truncation to collide with
+// key identifies one resolution by caller, repo, revision and path: what
+// upstream answers (and whether it answers at all) depends on who asks, so
+// one caller's answer is never reused for another. It holds the caller's
+// ID, never its credential.
+func key(c hub.Caller, f hub.FileRef) string {
+	return c.ID() + "\x00" + f.Repo.String() + "\x00" + f.Rev + "\x00" + f.Path
 }
 
-// key identifies one resolution by caller, repo, revision and path.
-func key(auth string, repo hub.Repo, rev, path string) string {
-	return callerHash(auth) + "\x00" + repo.String() + "\x00" + rev + "\x00" + path
-}
-
-// File resolves repo@rev:path for the caller whose Authorization is auth. A
+// File resolves f for caller c, asking upstream with c's credential. A
 // branch or tag is re-resolved after RevisionTTL; a commit after URLTTL; any
 // answer after AccessTTL. A file upstream said is missing at a commit is
 // answered from the cache's .no_exist markers to callers with a live access
 // decision. On an upstream outage (or in offline mode) it answers from the
 // cache as the access policy allows, and if the cache has nothing it returns
 // the upstream's error (or ErrOffline).
-func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, path string) (Meta, error) {
+func (r *Resolver) File(ctx context.Context, c hub.Caller, f hub.FileRef) (Meta, error) {
 	if r.opts.Offline {
-		return r.fromCache(auth, repo, rev, path, ErrOffline)
+		return r.fromCache(c, f, ErrOffline)
 	}
-	k := key(auth, repo, rev, path)
-	if m, ok := r.lookup(k, rev); ok {
+	k := key(c, f)
+	if m, ok := r.lookup(k, f.Rev); ok {
 		return Meta{FileMeta: m}, nil
 	}
-	if err := r.knownMissing(auth, repo, rev, path); err != nil {
+	if err := r.knownMissing(c, f); err != nil {
 		return Meta{}, err
 	}
 	ch := r.group.DoChan(k, func() (any, error) {
 		// A caller that missed the cache just as a flight for k ended
 		// starts a new one: look again inside the flight, so it reuses
 		// what that flight stored instead of asking upstream twice.
-		if m, ok := r.lookup(k, rev); ok {
+		if m, ok := r.lookup(k, f.Rev); ok {
 			return m, nil
 		}
 		// The flight outlives any one caller: it is shared, so it runs on a
@@ -250,11 +241,11 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 		// so ask upstream anonymously, alongside: it decides who may read
 		// the repo's cached files during an outage.
 		var probe <-chan singleflight.Result
-		if auth != "" {
-			probe = r.probeVisibility(fctx, repo)
+		if !c.Anonymous() {
+			probe = r.probeVisibility(fctx, f.Repo)
 		}
-		m, err := r.up.Resolve(fctx, auth, repo, rev, path)
-		r.learn(auth, repo, rev, path, m, err)
+		m, err := r.up.Resolve(fctx, c.Auth(), f)
+		r.learn(c, f, m, err)
 		if probe != nil {
 			<-probe
 		}
@@ -270,8 +261,8 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 	case res := <-ch:
 		if res.Err != nil {
 			if errors.Is(res.Err, fetch.ErrUnavailable) {
-				r.log.Debug("upstream unavailable, answering from cache", "repo", repo.String(), "rev", rev, "err", res.Err)
-				return r.fromCache(auth, repo, rev, path, res.Err)
+				r.log.Debug("upstream unavailable, answering from cache", "repo", f.Repo.String(), "rev", f.Rev, "err", res.Err)
+				return r.fromCache(c, f, res.Err)
 			}
 			return Meta{}, res.Err
 		}
@@ -279,9 +270,10 @@ func (r *Resolver) File(ctx context.Context, auth string, repo hub.Repo, rev, pa
 	}
 }
 
-// Invalidate forgets a resolution, e.g. after its signed URL expired.
-func (r *Resolver) Invalidate(auth string, repo hub.Repo, rev, path string) {
-	r.entries.Remove(key(auth, repo, rev, path))
+// Invalidate forgets c's resolution of f, e.g. after its signed URL
+// expired.
+func (r *Resolver) Invalidate(c hub.Caller, f hub.FileRef) {
+	r.entries.Remove(key(c, f))
 }
 
 // entry is one cached resolution with the time it was made.
@@ -300,7 +292,7 @@ func (r *Resolver) lookup(k, rev string) (fetch.FileMeta, bool) {
 	if !ok {
 		return fetch.FileMeta{}, false
 	}
-	if !r.Reusable("", hub.Repo{}, rev, e.at) || r.now().Sub(e.at) > r.opts.URLTTL {
+	if !r.Reusable(rev, e.at) || r.now().Sub(e.at) > r.opts.URLTTL {
 		return fetch.FileMeta{}, false
 	}
 	return e.meta, true
@@ -308,30 +300,24 @@ func (r *Resolver) lookup(k, rev string) (fetch.FileMeta, bool) {
 
 // learn records what upstream answered a resolution: the access decision,
 // the ref, and a missing file's marker.
-func (r *Resolver) learn(auth string, repo hub.Repo, rev, path string, m fetch.FileMeta, err error) {
-	r.answeredFile(auth, repo, err)
+func (r *Resolver) learn(c hub.Caller, f hub.FileRef, m fetch.FileMeta, err error) {
+	r.answeredFile(c, f.Repo, err)
 	commit := m.Commit
 	var se *fetch.StatusError
 	switch {
 	case err == nil:
 	case errors.As(err, &se) && se.Code == http.StatusNotFound && se.ErrorCode == "EntryNotFound" && hub.IsCommit(se.RepoCommit):
 		commit = se.RepoCommit
-		if err := r.store.WriteNoExist(repo, commit, path); err != nil {
-			r.log.Warn("recording a missing file", "repo", repo.String(), "path", path, "err", err)
+		if err := r.store.WriteNoExist(f.Repo, commit, f.Path); err != nil {
+			r.log.Warn("recording a missing file", "repo", f.Repo.String(), "path", f.Path, "err", err)
 		}
 	default:
 		return
 	}
-	r.recordRef(repo, rev, commit)
-	if auth == "" {
-		r.policy.servedAnonymously(repo, commit, path)
+	r.recordRef(f.Repo, f.Rev, commit)
+	if c.Anonymous() {
+		r.policy.servedAnonymously(f.Repo, commit, f.Path)
 	}
-}
-
-// refusal reports whether se is upstream refusing the caller the repo.
-func refusal(se *fetch.StatusError) bool {
-	return se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden ||
-		se.Code == http.StatusNotFound && (se.ErrorCode == "RepoNotFound" || se.ErrorCode == "GatedRepo")
 }
 
 // knownMissing answers EntryNotFound for a file the cache recorded missing
@@ -341,17 +327,17 @@ func refusal(se *fetch.StatusError) bool {
 // that very path. A metadata answer is not enough: the Hub serves a gated
 // repo's metadata to anyone, and its files' existence only to callers it
 // admits.
-func (r *Resolver) knownMissing(auth string, repo hub.Repo, rev, path string) error {
-	commit := rev
-	if !hub.IsCommit(rev) {
-		if commit = r.freshRef(repo, rev); commit == "" {
+func (r *Resolver) knownMissing(c hub.Caller, f hub.FileRef) error {
+	commit := f.Rev
+	if !hub.IsCommit(f.Rev) {
+		if commit = r.freshRef(f.Repo, f.Rev); commit == "" {
 			return nil
 		}
 	}
-	if !r.store.NoExist(repo, commit, path) {
+	if !r.store.NoExist(f.Repo, commit, f.Path) {
 		return nil
 	}
-	if !r.policy.live(callerHash(auth), repo) && (auth != "" || !r.policy.liveAnonymous(repo, commit, path)) {
+	if !r.policy.live(c, f.Repo) && (!c.Anonymous() || !r.policy.liveAnonymous(f.Repo, commit, f.Path)) {
 		return nil
 	}
 	return missing(commit)
@@ -391,49 +377,41 @@ func (r *Resolver) freshRef(repo hub.Repo, rev string) string {
 	return e.commit
 }
 
-// callerID names a caller in logs without revealing its credentials.
-func callerID(auth string) string {
-	if auth == "" {
-		return "anonymous"
-	}
-	return "token:" + callerHash(auth)[:8]
-}
-
 // fromCache answers from the cache layout, as far as the access policy lets
 // the caller have answers without upstream: the revision maps to a commit
 // through refs/ (or is one), and the commit's snapshot names the blob, or its
 // .no_exist marker says the file is not there.
-func (r *Resolver) fromCache(auth string, repo hub.Repo, rev, path string, cause error) (Meta, error) {
-	commit := rev
-	if !hub.IsCommit(rev) {
-		c, err := r.store.ReadRef(repo, rev)
+func (r *Resolver) fromCache(c hub.Caller, f hub.FileRef, cause error) (Meta, error) {
+	commit := f.Rev
+	if !hub.IsCommit(f.Rev) {
+		ref, err := r.store.ReadRef(f.Repo, f.Rev)
 		if err != nil {
 			// Nothing cached at this revision. Say so only to a caller who
 			// could have had it: to anyone else, a repo the proxy never saw
 			// and a private one it serves must look the same.
-			if _, err := r.policy.fallback(callerHash(auth), repo, time.Time{}); err != nil {
+			if _, err := r.policy.fallback(c, f.Repo, time.Time{}); err != nil {
 				r.opts.Observe("unverifiable")
 				return Meta{}, fmt.Errorf("%w (%v)", ErrUnverifiable, cause)
 			}
 			return Meta{}, cause
 		}
-		commit = c
+		commit = ref
 	}
-	why, err := r.policy.fallback(callerHash(auth), repo, r.policy.anonymousAt(repo, commit, path))
+	why, err := r.policy.fallback(c, f.Repo, r.policy.anonymousAt(f.Repo, commit, f.Path))
 	if err != nil {
 		r.opts.Observe("unverifiable")
 		return Meta{}, fmt.Errorf("%w (%v)", ErrUnverifiable, cause)
 	}
-	f, complete, err := r.store.Stat(repo, commit, path)
+	cf, complete, err := r.store.Stat(f.Repo, commit, f.Path)
 	if err != nil {
-		if r.store.NoExist(repo, commit, path) {
+		if r.store.NoExist(f.Repo, commit, f.Path) {
 			return Meta{}, missing(commit)
 		}
 		return Meta{}, cause
 	}
-	r.log.Debug("answering from the cache without upstream", "repo", repo.String(), "path", path, "caller", callerID(auth), "because", string(why))
+	r.log.Debug("answering from the cache without upstream", "repo", f.Repo.String(), "path", f.Path, "caller", c, "because", string(why))
 	return Meta{
-		FileMeta:  fetch.FileMeta{Commit: f.Commit, ETag: f.ETag, Size: f.Size},
+		FileMeta:  fetch.FileMeta{Commit: cf.Commit, ETag: cf.ETag, Size: cf.Size},
 		FromCache: true,
 		Complete:  complete,
 	}, nil

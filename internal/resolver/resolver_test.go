@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // fakeUpstream answers like a hub holding repo "org/m" with one commit whose
@@ -26,10 +26,8 @@ type fakeUpstream struct {
 	commit   string
 	down     bool
 	gated    bool
-	expired  map[string]bool // download URLs that answer ErrExpired
 	resolves atomic.Int64
 	probes   atomic.Int64
-	gets     []string // URLs passed to GetRange
 	gate     chan struct{}
 }
 
@@ -44,7 +42,7 @@ func (f *fakeUpstream) refuse(auth string) error {
 	return nil
 }
 
-func (f *fakeUpstream) Resolve(ctx context.Context, auth string, repo hub.Repo, rev, path string) (fetch.FileMeta, error) {
+func (f *fakeUpstream) Resolve(ctx context.Context, auth string, file hub.FileRef) (fetch.FileMeta, error) {
 	f.resolves.Add(1)
 	if f.gate != nil {
 		<-f.gate
@@ -57,12 +55,12 @@ func (f *fakeUpstream) Resolve(ctx context.Context, auth string, repo hub.Repo, 
 	if err := f.refuse(auth); err != nil {
 		return fetch.FileMeta{}, err
 	}
-	if path != "w.bin" && path != "x.bin" {
+	if file.Path != "w.bin" && file.Path != "x.bin" {
 		return fetch.FileMeta{}, &fetch.StatusError{Code: 404, ErrorCode: "EntryNotFound", RepoCommit: f.commit}
 	}
 	n := f.resolves.Load()
 	return fetch.FileMeta{Commit: f.commit, ETag: strings.Repeat("e", 64), Size: 10,
-		DownloadURL: fmt.Sprintf("https://cdn/%s/%s?sig=%d", rev, path, n)}, nil
+		DownloadURL: fmt.Sprintf("https://cdn/%s/%s?sig=%d", file.Rev, file.Path, n)}, nil
 }
 
 func (f *fakeUpstream) Visibility(ctx context.Context, repo hub.Repo) (fetch.Visibility, error) {
@@ -73,16 +71,6 @@ func (f *fakeUpstream) Visibility(ctx context.Context, repo hub.Repo) (fetch.Vis
 		return fetch.Visibility{}, fmt.Errorf("dial: %w", fetch.ErrUnavailable)
 	}
 	return fetch.Visibility{Gated: f.gated}, nil
-}
-
-func (f *fakeUpstream) GetRange(ctx context.Context, rawURL, auth string, want fetch.Want, off, n int64) (io.ReadCloser, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gets = append(f.gets, rawURL)
-	if f.expired[rawURL] {
-		return nil, fmt.Errorf("cdn 403: %w", fetch.ErrExpired)
-	}
-	return io.NopCloser(strings.NewReader(strings.Repeat("x", int(n)))), nil
 }
 
 func (f *fakeUpstream) set(fn func(*fakeUpstream)) {
@@ -172,25 +160,18 @@ var (
 	commitB = strings.Repeat("b", 40)
 )
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+func newClock() *testutil.Clock {
+	return testutil.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // newResolver builds a resolver on clk (nil: a fresh clock) that is closed
 // when the test ends.
-func newResolver(t *testing.T, up *fakeUpstream, store *fakeStore, clk *clock, opts Options) *Resolver {
+func newResolver(t *testing.T, up *fakeUpstream, store *fakeStore, clk *testutil.Clock, opts Options) *Resolver {
 	t.Helper()
 	if clk == nil {
 		clk = newClock()
 	}
-	opts.Now = clk.now
+	opts.Now = clk.Now
 	r := New(up, store, opts)
 	t.Cleanup(func() { r.Close() })
 	return r
@@ -204,7 +185,7 @@ func TestConcurrentResolvesShareOneRequest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := r.File(context.Background(), "", repo, "main", "w.bin"); err != nil {
+			if _, err := r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -218,7 +199,7 @@ func TestConcurrentResolvesShareOneRequest(t *testing.T) {
 	if n := up.resolves.Load(); n != 1 {
 		t.Errorf("%d upstream resolves for 20 concurrent callers, want 1", n)
 	}
-	if _, err := r.File(context.Background(), "", repo, "main", "w.bin"); err != nil || up.resolves.Load() != 1 {
+	if _, err := r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"}); err != nil || up.resolves.Load() != 1 {
 		t.Errorf("cached answer not reused: %v, %d resolves", err, up.resolves.Load())
 	}
 }
@@ -229,7 +210,7 @@ func TestWaitHonoursContext(t *testing.T) {
 	r := newResolver(t, up, newFakeStore(), nil, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.File(ctx, "", repo, "main", "w.bin"); !errors.Is(err, context.Canceled) {
+	if _, err := r.File(ctx, hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }
@@ -239,20 +220,20 @@ func TestBranchExpiresCommitDoesNot(t *testing.T) {
 	store := newFakeStore()
 	clk := newClock()
 	r := newResolver(t, up, store, clk, Options{RevisionTTL: time.Second, AccessTTL: time.Hour, URLTTL: time.Hour})
-	m, _ := r.File(context.Background(), "", repo, "main", "w.bin")
+	m, _ := r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if m.Commit != commitA || store.refs["org/m@main"] != commitA {
 		t.Fatalf("first resolve: %+v, refs %v", m, store.refs)
 	}
 	up.set(func(f *fakeUpstream) { f.commit = commitB })
-	clk.add(2 * time.Second)
-	m, _ = r.File(context.Background(), "", repo, "main", "w.bin")
+	clk.Advance(2 * time.Second)
+	m, _ = r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	if m.Commit != commitB || store.refs["org/m@main"] != commitB {
 		t.Errorf("branch not re-resolved: %+v, refs %v", m, store.refs)
 	}
-	r.File(context.Background(), "", repo, commitA, "w.bin")
+	r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
 	n := up.resolves.Load()
-	clk.add(2 * time.Second)
-	r.File(context.Background(), "", repo, commitA, "w.bin")
+	clk.Advance(2 * time.Second)
+	r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
 	if up.resolves.Load() != n {
 		t.Error("a commit resolution expired with the revision TTL")
 	}
@@ -264,10 +245,10 @@ func TestBranchExpiresCommitDoesNot(t *testing.T) {
 func TestAnswersAreNotSharedAcrossCredentials(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
 	r := newResolver(t, up, newFakeStore(), nil, Options{})
-	if _, err := r.File(context.Background(), "Bearer ok", repo, "main", "w.bin"); err != nil {
+	if _, err := r.File(context.Background(), hub.NewCaller("Bearer ok"), hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := r.File(context.Background(), "Bearer denied", repo, "main", "w.bin")
+	_, err := r.File(context.Background(), hub.NewCaller("Bearer denied"), hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
 	var se *fetch.StatusError
 	if !errors.As(err, &se) || se.Code != 403 {
 		t.Errorf("denied caller got %v, want the upstream's 403", err)
@@ -278,12 +259,12 @@ func TestDecisionsExpireAfterAccessTTL(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
 	clk := newClock()
 	r := newResolver(t, up, newFakeStore(), clk, Options{AccessTTL: time.Second})
-	r.File(context.Background(), "Bearer ok", repo, commitA, "w.bin")
-	r.File(context.Background(), "", repo, commitA, "w.bin")
+	r.File(context.Background(), hub.NewCaller("Bearer ok"), hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
+	r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
 	n := up.resolves.Load()
-	clk.add(2 * time.Second)
-	r.File(context.Background(), "Bearer ok", repo, commitA, "w.bin")
-	r.File(context.Background(), "", repo, commitA, "w.bin")
+	clk.Advance(2 * time.Second)
+	r.File(context.Background(), hub.NewCaller("Bearer ok"), hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
+	r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
 	if got := up.resolves.Load() - n; got != 2 {
 		t.Errorf("%d re-resolves after the access TTL, want 2 (anonymous decisions expire too)", got)
 	}

@@ -95,6 +95,11 @@ func foldAll(patterns []string) []string {
 // narrows reports whether any repo pattern is set.
 func (a *Admission) narrows() bool { return a != nil && len(a.allow)+len(a.deny) > 0 }
 
+// Repo checks repo against the patterns, for a route of another listener
+// (the admin API's staging) held to them as the public routes are: nil, or
+// the 403 RepoNotAllowed error. A nil Admission admits every repo.
+func (a *Admission) Repo(repo hub.Repo) error { return a.repo(repo) }
+
 // repo checks repo against the patterns, ignoring case as the Hub does.
 func (a *Admission) repo(repo hub.Repo) error {
 	if a == nil {
@@ -181,7 +186,7 @@ func (a *Admission) api(method, esc string, ar hub.APIURL) error {
 	repo, guessed := ar.Repo, ar.Kind == hub.APIInfo && ar.Rev == ""
 	if ar.Kind == hub.APIOther {
 		var ok bool
-		if repo, ok = passRepo(esc); !ok {
+		if repo, ok = hub.PassThroughRepo(esc); !ok {
 			if repoLess(method, esc) {
 				return nil
 			}
@@ -218,27 +223,4 @@ func repoLess(method, escaped string) bool {
 		return true
 	}
 	return false
-}
-
-// passRepo finds the repo a pass-through API path names, if any:
-// /api/{models,datasets,spaces}/{ns}/{name}/… . Best effort, and read as a
-// two-segment id (admitAPI also checks the one-segment reading against
-// deny patterns).
-func passRepo(escaped string) (hub.Repo, bool) {
-	rest, ok := strings.CutPrefix(escaped, "/api/")
-	if !ok {
-		return hub.Repo{}, false
-	}
-	segs := strings.SplitN(rest, "/", 4)
-	if len(segs) < 3 {
-		return hub.Repo{}, false
-	}
-	typ, ok := hub.ParseRepoType(segs[0])
-	if !ok {
-		return hub.Repo{}, false
-	}
-	if repo, err := hub.ParseEscapedRepo(typ, segs[1]+"/"+segs[2]); err == nil {
-		return repo, true
-	}
-	return hub.Repo{}, false
 }

@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/fetch"
-	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/resolver"
 	"github.com/hubproxy/hubproxy/internal/tensor"
@@ -55,7 +56,8 @@ func is(target error) func(error) bool { return func(err error) bool { return er
 // show (they name the rule or input at fault, never internal state).
 func message(err error) httpError { return httpError{msg: err.Error()} }
 
-// errorRules is the one error→HTTP mapping, in order of precedence.
+// errorRules is the one error→HTTP mapping, in order of precedence. Another
+// listener puts rows of its own ahead of these (Plumbing).
 var errorRules = []errorRule{
 	{name: "invalid input", match: as[*hub.InvalidError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "token required", match: is(errNotAdmitted), status: http.StatusUnauthorized, code: "TokenRequired", answer: message},
@@ -70,25 +72,13 @@ var errorRules = []errorRule{
 	{name: "bad request", match: as[*requestError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "bad tensor spec", match: as[*tensor.SpecError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "no such tensor", match: as[*tensor.NotFoundError], status: http.StatusNotFound, code: "EntryNotFound", answer: message},
-	{name: "GPU unavailable", match: is(gpu.ErrUnavailable), status: http.StatusServiceUnavailable, code: "GPUUnavailable", answer: message},
-	// Before "GPU driver": the error wraps the sticky *gpu.DriverError that
-	// killed the device, and the answer is "retry later", not "failed".
-	{name: "GPU device failed", match: is(gpu.ErrDeviceFailed), status: http.StatusServiceUnavailable, code: "GPUDeviceFailed", answer: message},
-	{name: "unknown GPU lease", match: is(gpu.ErrUnknownLease), status: http.StatusNotFound, code: "LeaseNotFound", answer: message},
-	{name: "bad GPU request", match: func(err error) bool { return errors.Is(err, gpu.ErrBadDevice) || errors.Is(err, gpu.ErrBadRequest) },
-		status: http.StatusBadRequest, code: "BadRequest", answer: message},
-	{name: "GPU memory", match: func(err error) bool {
-		var drv *gpu.DriverError
-		return errors.Is(err, gpu.ErrBudget) || errors.As(err, &drv) && drv.Code == 2 // CUDA_ERROR_OUT_OF_MEMORY
-	}, status: http.StatusInsufficientStorage, code: "GPUMemory", answer: message},
-	{name: "GPU driver", match: as[*gpu.DriverError], status: http.StatusInternalServerError, code: "GPUDriver", answer: message},
 	{name: "too many ranges", match: as[*rangeLimitError], status: http.StatusRequestedRangeNotSatisfiable,
 		answer: func(err error) httpError {
 			var re *rangeLimitError
 			errors.As(err, &re)
 			return httpError{msg: re.Error(), contentRange: "bytes */" + strconv.FormatInt(re.size, 10)}
 		}},
-	{name: "no route", match: is(errNoRoute), status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"},
+	{name: "no route", match: is(hub.ErrNoRoute), status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"},
 	{name: "hub refusal", match: func(err error) bool {
 		var se *fetch.StatusError
 		return errors.As(err, &se) && se.Code < 500 && se.Code != http.StatusTooManyRequests
@@ -127,12 +117,46 @@ var errorRules = []errorRule{
 		status: http.StatusBadGateway, msg: "upstream unavailable"},
 }
 
+// ErrorRule is a row another listener adds to the error table for errors
+// of its own (the admin listener's GPU errors): an error it matches is
+// answered with Status, Code (X-Error-Code; "" for none) and the error's own
+// text, which such errors must keep safe to show.
+type ErrorRule struct {
+	Name   string // for tests and humans
+	Match  func(error) bool
+	Status int
+	Code   string
+}
+
+// ErrorWriter answers a request with an error, as writeError does.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
+
+// Plumbing sets mux up as another listener of this server (the admin
+// listener): its requests get the same request ids, access log lines and
+// metrics, its router's own 404 and 405 answers take the shape of every
+// other error, and its errors are answered by the returned writer from one
+// table: rules first, then this server's own. That listener's errors are
+// thus mapped in exactly one place too, and the errors it shares with this
+// one (bad input, refused repos, upstream failures while reading a tensor)
+// are answered the same on both.
+func (s *Server) Plumbing(mux *chi.Mux, rules ...ErrorRule) ErrorWriter {
+	table := make([]errorRule, 0, len(rules)+len(errorRules))
+	for _, r := range rules {
+		table = append(table, errorRule{name: r.Name, match: r.Match, status: r.Status, code: r.Code, answer: message})
+	}
+	table = append(table, errorRules...)
+	write := func(w http.ResponseWriter, r *http.Request, err error) { s.writeErrorFrom(table, w, r, err) }
+	mux.Use(s.requestID, s.accessLog)
+	routeErrors(mux, write)
+	return write
+}
+
 // toHTTPError maps every error the handlers can meet to its answer, by the
-// first matching rule of errorRules. It is the only place that does so, and
-// it never puts internal text in a response to an error it does not
-// recognise.
-func toHTTPError(err error) httpError {
-	for _, r := range errorRules {
+// first matching rule of table (errorRules, or a listener's from Plumbing).
+// It is the only place that does so, and it never puts internal text in a
+// response to an error it does not recognise.
+func toHTTPError(table []errorRule, err error) httpError {
+	for _, r := range table {
 		if !r.match(err) {
 			continue
 		}
@@ -154,10 +178,14 @@ func toHTTPError(err error) httpError {
 // writeError answers r with err. Errors after the body started cannot be
 // reported; the handlers abort those connections instead.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeErrorFrom(errorRules, w, r, err)
+}
+
+func (s *Server) writeErrorFrom(table []errorRule, w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client is gone
 	}
-	he := toHTTPError(err)
+	he := toHTTPError(table, err)
 	if he.status >= 500 {
 		s.log.Warn("request failed", "id", w.Header().Get("X-Request-Id"), "path", r.URL.EscapedPath(), "status", he.status, "err", err)
 	}

@@ -31,9 +31,9 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	auth := r.Header.Get("Authorization")
+	c := callerOf(r)
 	if r.Method == http.MethodHead || fr.Raw {
-		m, err := s.opts.Files.Stat(r.Context(), auth, fr.Repo, fr.Rev, fr.Path)
+		m, err := s.opts.Files.Stat(r.Context(), c, fr.FileRef)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -56,7 +56,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f, err := s.opts.Files.Open(r.Context(), auth, fr.Repo, fr.Rev, fr.Path)
+	f, err := s.opts.Files.Open(r.Context(), c, fr.FileRef)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -75,18 +75,11 @@ const sendfileMin = 128 << 10
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.File) {
 	m := f.Meta
 	setFileHeaders(w.Header(), f.Path, m)
-	if m.Size == 0 && r.Header.Get("Range") != "" {
-		// A zero-byte file has no satisfiable range; answer the whole
-		// (empty) body rather than 416 so probes like bytes=0-0 succeed,
-		// with the total where the JS client's fileDownloadInfo reads it.
-		r.Header.Del("Range")
-		w.Header().Set("Content-Range", "bytes */0")
-	}
-	if !s.limitRanges(w, r, m.Size, f.Complete()) {
+	if !s.limitRanges(w, r, f) {
 		return // more ranges than a cold file is served for
 	}
-	rng := parseRange(r.Header.Get("Range"), m.Size)
 	if f.Complete() {
+		rng := parseRange(r.Header.Get("Range"), m.Size)
 		if rng.whole || rng.single {
 			s.observeCache(r, rng.end-rng.start, rng.end-rng.start)
 		}
@@ -106,29 +99,45 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.Fil
 			return
 		}
 	}
+	s.serveContent(w, r, f)
+}
+
+// content is what serveContent serves: a repo file (repofs.File) or bytes
+// assembled from files (tensor.Assembly).
+type content interface {
+	io.ReaderAt
+	Size() int64
+	// Complete reports whether every byte is local: no read waits or goes
+	// upstream.
+	Complete() bool
+	// Present reports how many bytes of [off, end) are local already.
+	Present(off, end int64) int64
+	// Begin prepares serving [off, end) next (whole: all of it, from 0),
+	// reading its first byte so that an upstream failing outright is an
+	// error before the status line.
+	Begin(off, end int64, whole bool) error
+	// Bypassed reports whether reads went around the cache to upstream.
+	Bypassed() bool
+}
+
+// serveContent answers a GET for c once limitRanges has passed: the status
+// line waits for the first byte, and a read that fails part-way aborts the
+// answer rather than ending it short.
+func (s *Server) serveContent(w http.ResponseWriter, r *http.Request, c content) {
+	rng := parseRange(r.Header.Get("Range"), c.Size())
 	if rng.whole || rng.single {
-		f.Expect(rng.start, rng.end)
-		s.observeCache(r, f.Present(rng.start, rng.end), rng.end-rng.start)
-		// Read the first byte before the status line is sent, so that an
-		// upstream that fails outright gets a proper error answer rather
-		// than an aborted 200. It costs nothing: its block is needed first.
-		if rng.end > rng.start {
-			var first [1]byte
-			if _, err := f.ReadAt(first[:], rng.start); err != nil && err != io.EOF {
-				s.writeError(w, r, err)
-				return
-			}
+		s.observeCache(r, c.Present(rng.start, rng.end), rng.end-rng.start)
+		if err := c.Begin(rng.start, rng.end, rng.whole); err != nil {
+			s.writeError(w, r, err)
+			return
 		}
 	}
-	if rng.whole {
-		f.VerifyWhole()
-	}
 	defer func() {
-		if f.Bypassed() {
+		if c.Bypassed() {
 			info(r).cache = "bypass"
 		}
 	}()
-	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(f, 0, m.Size), s: s, req: r})
+	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(c, 0, c.Size()), s: s, req: r})
 }
 
 // noneMatch reports whether an If-None-Match value matches etag, so the

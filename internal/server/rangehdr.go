@@ -98,13 +98,21 @@ func (e *rangeLimitError) Error() string {
 //
 // It reports false when it has answered r itself. A single range, or a
 // header it cannot parse, is left as it is.
-func (s *Server) limitRanges(w http.ResponseWriter, r *http.Request, size int64, complete bool) bool {
+func (s *Server) limitRanges(w http.ResponseWriter, r *http.Request, c content) bool {
+	size := c.Size()
+	if size == 0 && r.Header.Get("Range") != "" {
+		// Empty content has no satisfiable range; answer the whole (empty)
+		// body rather than 416 so probes like bytes=0-0 succeed, with the
+		// total where the JS client's fileDownloadInfo reads it.
+		r.Header.Del("Range")
+		w.Header().Set("Content-Range", "bytes */0")
+	}
 	spec, ok := strings.CutPrefix(r.Header.Get("Range"), "bytes=")
 	if !ok || !strings.Contains(spec, ",") {
 		return true
 	}
 	if n := strings.Count(spec, ",") + 1; n > maxRanges {
-		if complete {
+		if c.Complete() {
 			r.Header.Del("Range")
 			return true
 		}

@@ -92,3 +92,31 @@ func FuzzCoalesceRanges(f *testing.F) {
 		}
 	})
 }
+
+func TestSingleRange(t *testing.T) {
+	tests := []struct {
+		h          string
+		size       int64
+		start, end int64
+		ok         bool
+	}{
+		{"bytes=0-0", 10, 0, 1, true},
+		{"bytes=2-5", 10, 2, 6, true},
+		{"bytes=5-", 10, 5, 10, true},
+		{"bytes=-3", 10, 7, 10, true},
+		{"bytes=-30", 10, 0, 10, true},
+		{"bytes=8-100", 10, 8, 10, true},
+		{"bytes=10-", 10, 0, 0, false},
+		{"bytes=0-1,3-4", 10, 0, 0, false},
+		{"bytes=5-2", 10, 0, 0, false},
+		{"items=0-1", 10, 0, 0, false},
+		{"bytes=x-1", 10, 0, 0, false},
+		{"", 10, 0, 0, false},
+	}
+	for _, tt := range tests {
+		s, e, ok := singleRange(tt.h, tt.size)
+		if ok != tt.ok || (ok && (s != tt.start || e != tt.end)) {
+			t.Errorf("singleRange(%q, %d) = %d, %d, %v; want %d, %d, %v", tt.h, tt.size, s, e, ok, tt.start, tt.end, tt.ok)
+		}
+	}
+}

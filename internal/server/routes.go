@@ -22,7 +22,7 @@ type Route struct {
 // and /*) and the handlers split the escaped path on the literal markers
 // (/resolve/, /raw/, /revision/, /tree/, /paths-info/, /xet-read-token/,
 // /tensors, /safetensors) as docs/hub-protocol.md §0 requires. This table is kept
-// in step with api/openapi.yaml by openapi_test.go, which also checks that
+// in step with api/openapi.yaml by internal/app/http_openapi_test.go, which also checks that
 // every Example is answered by a handler rather than by "no such route".
 // Data only: nothing routes from it.
 var Routes = []Route{
@@ -71,16 +71,4 @@ var Routes = []Route{
 	{"HEAD", "/models/{repo}/tensors/{name}", "/models/org/model/tensors/lm_head.weight?shard=0:1/2"},
 	{"GET", "/models/{repo}/safetensors", "/models/org/model/safetensors?name=embed.weight&prefix=lm_"},
 	{"HEAD", "/models/{repo}/safetensors", "/models/org/model/safetensors?prefix=embed"},
-}
-
-// AdminRoutes are the operations of the admin listener (admin.go), which is
-// served only on a Unix socket or loopback. They are documented in the same
-// api/openapi.yaml; admin_test.go exercises them.
-var AdminRoutes = []Route{
-	{"GET", "/gpu/devices", "/gpu/devices"},
-	{"POST", "/gpu/stage", "/gpu/stage"},
-	{"GET", "/gpu/leases", "/gpu/leases"},
-	{"DELETE", "/gpu/leases/{id}", "/gpu/leases/lease-1"},
-	{"POST", "/gpu/leases/{id}/renew", "/gpu/leases/lease-1/renew"},
-	{"GET", "/cache/stats", "/cache/stats"},
 }

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,68 +27,33 @@ import (
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
-// Resolver is the access policy the JSON API consults: it records what
-// upstream answered a caller, and decides whether a cached answer may be
-// given without asking upstream.
-type Resolver interface {
-	// AnsweredMetadata records upstream's answer to a caller's metadata
-	// request about repo (nil, or the *fetch.StatusError it answered). It
-	// is never a grant of the repo's files.
-	AnsweredMetadata(auth string, repo hub.Repo, err error)
-	// NotPublic records that an upstream answer about repo itself said it
-	// is private or gated (never the reverse: only the resolver's own probe
-	// may find a repo public).
-	NotPublic(repo hub.Repo)
-	// Reusable reports whether caller may reuse an answer about repo@rev
-	// stored at stored without asking upstream (access-ttl, and
-	// revision-ttl for a branch or tag).
-	Reusable(auth string, repo hub.Repo, rev string, stored time.Time) bool
-	// MayReplayMetadata decides whether caller may have a cached metadata
-	// answer about repo without upstream; anonAt is when upstream gave that
-	// very answer to an anonymous caller (zero if never). nil or
-	// ErrUnverifiable.
-	MayReplayMetadata(auth string, repo hub.Repo, anonAt time.Time) error
-}
-
 // Files opens repo files for callers (internal/repofs).
 type Files interface {
-	Stat(ctx context.Context, auth string, repo hub.Repo, rev, path string) (resolver.Meta, error)
-	Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (*repofs.File, error)
+	Stat(ctx context.Context, c hub.Caller, f hub.FileRef) (resolver.Meta, error)
+	Open(ctx context.Context, c hub.Caller, f hub.FileRef) (*repofs.File, error)
 }
 
-// Store is the part of the cache the JSON API uses: refs and stored answers.
-type Store interface {
-	WriteRef(repo hub.Repo, rev, commit string) error
-	PutMeta(key string, data []byte) error
-	GetMeta(key string) ([]byte, error)
+// Tensors answers the tensor API (internal/tensor).
+type Tensors interface {
+	List(ctx context.Context, c hub.Caller, f hub.FileRef) (*tensor.Catalog, error)
+	OpenTensor(ctx context.Context, c hub.Caller, f hub.FileRef, name string, p tensor.Part) (*tensor.Opened, error)
+	OpenSubset(ctx context.Context, c hub.Caller, f hub.FileRef, names, prefixes []string) (*tensor.Bytes, error)
 }
 
-// Upstream sends API requests to the hub.
-type Upstream interface {
-	API(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error)
-	Relay(ctx context.Context, method, pathAndQuery, auth string, header http.Header, body []byte) (*http.Response, error) // pass-through: never marks the upstream down
-	Upstream() *url.URL
-}
-
-// Options configures the server. Files, Tensors, Resolver, Store and
-// Upstream are required.
+// Options configures the server. Files, Tensors and API are required.
 type Options struct {
-	Files    Files
-	Tensors  *tensor.Service
-	Resolver Resolver
-	Store    Store
-	Upstream Upstream
+	Files   Files
+	Tensors Tensors
+	API     API
 	// PublicURL is the proxy's externally visible base URL, used to rewrite
 	// pagination Links. Empty: derived from each request (Host and
 	// X-Forwarded-Proto/-Host).
 	PublicURL string
-	// Offline answers only from the cache.
-	Offline bool
 	// Metrics, when set, is updated per request; MetricsHandler serves
 	// /metrics.
 	Metrics        *metrics.Metrics
 	MetricsHandler http.Handler
-	// Now is the clock for API answer reuse; nil means time.Now.
+	// Now is the clock of the access log's budget; nil means time.Now.
 	Now func() time.Time
 	// AccessLogRate bounds the successful request lines logged per second
 	// (errors are always logged); the excess is counted in a summary
@@ -125,7 +89,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: log, logs: newLogBudget(opts.AccessLogRate, opts.Now)}
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
-	s.routeErrors(r)
+	routeErrors(r, s.writeError)
 	healthz := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }
 	r.Get("/healthz", healthz)
 	r.Head("/healthz", healthz)
@@ -145,8 +109,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 // routeErrors makes the router's own 404 and 405 answers take the shape of
 // every other error (JSON body, X-Error-Code), on both listeners.
-func (s *Server) routeErrors(mux *chi.Mux) {
-	mux.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNoRoute) })
+func routeErrors(mux *chi.Mux, writeError ErrorWriter) {
+	mux.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, r, hub.ErrNoRoute) })
 	mux.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
 		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -154,7 +118,7 @@ func (s *Server) routeErrors(mux *chi.Mux) {
 				allow = append(allow, m)
 			}
 		}
-		s.writeError(w, r, &methodError{allow: strings.Join(allow, ", ")})
+		writeError(w, r, &methodError{allow: strings.Join(allow, ", ")})
 	})
 }
 
@@ -229,6 +193,12 @@ type reqInfo struct {
 }
 
 const reqInfoKey ctxKey = 1
+
+// callerOf is who sent r: the Caller of its Authorization header, built
+// (and its credential hashed) once per request, by the handler that serves
+// it. Everything below keys what it keeps by the Caller's ID and forwards
+// only its Auth upstream.
+func callerOf(r *http.Request) hub.Caller { return hub.NewCaller(r.Header.Get("Authorization")) }
 
 // info returns the request's reqInfo; a request that did not pass through
 // accessLog gets a throwaway one.

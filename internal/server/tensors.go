@@ -1,13 +1,10 @@
 package server
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/tensor"
@@ -20,85 +17,17 @@ import (
 //	    &shard=dim:rank/world | &slice=a:b,:,…           one rank's part, or a slice
 //	GET /models/{repo}/safetensors?name=…&prefix=…       a safetensors file of just those tensors
 
-// requestError is a client mistake in a tensor request: 400.
+// requestError is a client mistake in a request: 400.
 type requestError struct{ msg string }
 
 func (e *requestError) Error() string { return e.msg }
 
-type tensorRoute struct {
-	repo   hub.Repo
-	kind   int // tensorList, tensorOne or tensorSubset
-	name   string
-	rev    string
-	file   string
-	values url.Values
-}
-
-const (
-	tensorList = iota
-	tensorOne
-	tensorSubset
-)
-
-// MaxTensorName bounds tensor names taken from URLs.
-const MaxTensorName = 1024
-
-// parseTensorRoute parses the escaped path and query of a tensor URL.
-// errNoRoute means it is not one (the caller tries the file routes).
-func parseTensorRoute(r *http.Request) (tensorRoute, error) {
-	p, ok := strings.CutPrefix(r.URL.EscapedPath(), "/models/")
-	if !ok {
-		return tensorRoute{}, errNoRoute
-	}
-	var tr tensorRoute
-	var repoEsc, nameEsc string
-	switch {
-	case strings.HasSuffix(p, "/tensors"):
-		repoEsc, tr.kind = strings.TrimSuffix(p, "/tensors"), tensorList
-	case strings.HasSuffix(p, "/safetensors"):
-		repoEsc, tr.kind = strings.TrimSuffix(p, "/safetensors"), tensorSubset
-	case strings.Contains(p, "/tensors/"):
-		repoEsc, nameEsc, _ = strings.Cut(p, "/tensors/")
-		tr.kind = tensorOne
-	default:
-		return tensorRoute{}, errNoRoute
-	}
-	repo, err := hub.ParseEscapedRepo(hub.Model, repoEsc)
-	if err != nil {
-		return tensorRoute{}, err
-	}
-	tr.repo = repo
-	if tr.kind == tensorOne {
-		if tr.name, err = hub.Unescape("tensor name", nameEsc); err != nil {
-			return tensorRoute{}, err
-		}
-		if tr.name == "" || len(tr.name) > MaxTensorName || !utf8.ValidString(tr.name) ||
-			strings.ContainsFunc(tr.name, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-			return tensorRoute{}, &hub.InvalidError{Field: "tensor name", Value: tr.name, Reason: "must be 1 to 1024 bytes of UTF-8 without control characters"}
-		}
-	}
-	q := r.URL.Query()
-	tr.values = q
-	tr.rev = q.Get("revision")
-	if tr.rev == "" {
-		tr.rev = "main"
-	}
-	if err := hub.ValidRevision(tr.rev); err != nil {
-		return tensorRoute{}, err
-	}
-	if tr.file = q.Get("file"); tr.file != "" {
-		if err := hub.ValidPath(tr.file); err != nil {
-			return tensorRoute{}, err
-		}
-	}
-	return tr, nil
-}
-
 // serveModels routes /models/…: the tensor API, or a file of a model whose
 // namespace happens to be "models".
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
-	tr, err := parseTensorRoute(r)
-	if err == errNoRoute {
+	q := r.URL.Query()
+	tr, err := hub.ParseTensorURL(r.URL.EscapedPath(), q)
+	if err == hub.ErrNoRoute {
 		s.serveFiles(w, r)
 		return
 	}
@@ -110,22 +39,22 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &methodError{allow: "GET, HEAD"})
 		return
 	}
-	if err := s.opts.Admission.repo(tr.repo); err != nil {
+	if err := s.opts.Admission.repo(tr.Repo); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	switch tr.kind {
-	case tensorList:
+	switch tr.Kind {
+	case hub.TensorList:
 		s.serveTensorList(w, r, tr)
-	case tensorOne:
-		s.serveTensor(w, r, tr)
-	case tensorSubset:
-		s.serveSubset(w, r, tr)
+	case hub.TensorOne:
+		s.serveTensor(w, r, tr, q)
+	case hub.TensorSubset:
+		s.serveSubset(w, r, tr, q)
 	}
 }
 
-func (s *Server) serveTensorList(w http.ResponseWriter, r *http.Request, tr tensorRoute) {
-	l, err := s.opts.Tensors.List(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file)
+func (s *Server) serveTensorList(w http.ResponseWriter, r *http.Request, tr hub.TensorURL) {
+	l, err := s.opts.Tensors.List(r.Context(), callerOf(r), tr.FileRef)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -151,9 +80,9 @@ func (c *byteCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *Server) serveTensor(w http.ResponseWriter, r *http.Request, tr tensorRoute) {
-	part := tensor.Part{Shard: tr.values.Get("shard"), Slice: tr.values.Get("slice")}
-	t, err := s.opts.Tensors.OpenTensor(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file, tr.name, part)
+func (s *Server) serveTensor(w http.ResponseWriter, r *http.Request, tr hub.TensorURL, q url.Values) {
+	part := tensor.Part{Shard: q.Get("shard"), Slice: q.Get("slice")}
+	t, err := s.opts.Tensors.OpenTensor(r.Context(), callerOf(r), tr.FileRef, tr.Name, part)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -170,8 +99,8 @@ func (s *Server) serveTensor(w http.ResponseWriter, r *http.Request, tr tensorRo
 	s.serveAssembly(w, r, t.Assembly)
 }
 
-func (s *Server) serveSubset(w http.ResponseWriter, r *http.Request, tr tensorRoute) {
-	b, err := s.opts.Tensors.OpenSubset(r.Context(), r.Header.Get("Authorization"), tr.repo, tr.rev, tr.file, tr.values["name"], tr.values["prefix"])
+func (s *Server) serveSubset(w http.ResponseWriter, r *http.Request, tr hub.TensorURL, q url.Values) {
+	b, err := s.opts.Tensors.OpenSubset(r.Context(), callerOf(r), tr.FileRef, q["name"], q["prefix"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -187,25 +116,9 @@ func (s *Server) serveSubset(w http.ResponseWriter, r *http.Request, tr tensorRo
 }
 
 func (s *Server) serveAssembly(w http.ResponseWriter, r *http.Request, asm *tensor.Assembly) {
-	if asm.Size() == 0 {
-		// An empty tensor has no satisfiable range; answer it whole.
-		r.Header.Del("Range")
+	if s.limitRanges(w, r, asm) {
+		s.serveContent(w, r, asm)
 	}
-	if !s.limitRanges(w, r, asm.Size(), asm.Present() == asm.Size()) {
-		return
-	}
-	s.observeCache(r, asm.Present(), asm.Size())
-	// As for files: read the first byte before the status line, so that
-	// an upstream that fails outright gets an error answer, not an
-	// aborted 200. Its bytes are needed first, and kept for the body.
-	if rng := parseRange(r.Header.Get("Range"), asm.Size()); (rng.whole || rng.single) && rng.end > rng.start {
-		var first [1]byte
-		if _, err := asm.ReadAt(first[:], rng.start); err != nil && err != io.EOF {
-			s.writeError(w, r, err)
-			return
-		}
-	}
-	http.ServeContent(w, r, "", time.Time{}, &abortOnError{r: io.NewSectionReader(asm, 0, asm.Size()), s: s, req: r})
 }
 
 func shapeString(shape []uint64) string {

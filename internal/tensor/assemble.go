@@ -73,14 +73,53 @@ func NewAssembly(prefix []byte, pieces []Piece, merge, block int64) *Assembly {
 // Sparse reports whether the pieces are read around the cache (isSparse).
 func (a *Assembly) Sparse() bool { return a.sparse != nil }
 
-// Present is how many of the assembled bytes are already cached (the
-// prefix always is).
-func (a *Assembly) Present() int64 {
-	n := int64(len(a.prefix))
+// Present is how many of the assembled bytes in [off, end) are already
+// cached (the prefix always is).
+func (a *Assembly) Present(off, end int64) int64 {
+	end = min(end, a.size)
+	if off >= end {
+		return 0
+	}
+	n := max(min(end, int64(len(a.prefix)))-off, 0)
 	for _, p := range a.pieces {
-		n += p.Blob.Present(p.Off, p.Off+p.Len)
+		lo, hi := max(off, p.at), min(end, p.at+p.Len)
+		if lo < hi {
+			n += p.Blob.Present(p.Off+lo-p.at, p.Off+hi-p.at)
+		}
 	}
 	return n
+}
+
+// Complete reports whether every assembled byte is cached: no read waits
+// or goes upstream.
+func (a *Assembly) Complete() bool { return a.Present(0, a.size) == a.size }
+
+// Begin prepares serving [off, end) next (whole: all of it, from 0): it
+// reads the first byte now, so that an upstream failing outright is an
+// error before anything is sent. Its bytes are needed first, and the cache
+// keeps them for the body. Runs are announced to the cache as reads enter
+// them, so there is nothing to expect beforehand, and whole changes
+// nothing: each file under the assembly is verified by the cache.
+func (a *Assembly) Begin(off, end int64, _ bool) error {
+	if end <= off {
+		return nil
+	}
+	var first [1]byte
+	if _, err := a.ReadAt(first[:], off); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+// Bypassed reports whether any read went around the cache to upstream
+// because the cache could not store a file (a blob that says so).
+func (a *Assembly) Bypassed() bool {
+	for _, r := range a.runs {
+		if b, ok := r.blob.(interface{ Bypassed() bool }); ok && b.Bypassed() {
+			return true
+		}
+	}
+	return false
 }
 
 // Size is the assembled length.

@@ -64,8 +64,8 @@ func TestAssemblyLaysPiecesEndToEnd(t *testing.T) {
 	if len(a.windows) == 0 || a.windows[0] != [2]int64{2, 8} {
 		t.Errorf("a's windows %v, want [2 8] first", a.windows)
 	}
-	if asm.Present() != asm.Size() {
-		t.Errorf("Present %d, want %d", asm.Present(), asm.Size())
+	if asm.Present(0, asm.Size()) != asm.Size() || !asm.Complete() {
+		t.Errorf("Present %d, want %d", asm.Present(0, asm.Size()), asm.Size())
 	}
 }
 

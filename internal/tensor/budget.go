@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -79,66 +78,4 @@ func (b *parseBudget) stats() (inUse, peak int64, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.inUse, b.peak, b.waiting
-}
-
-// flightGroup shares one header read among the callers that want the same
-// content at once. Unlike singleflight, it knows who still waits: the read
-// runs on a context of its own (the caller that started it may leave while
-// others wait), and that context is cancelled when the last caller has
-// left, so a read nobody wants any more stops, its wait for parse budget
-// included, instead of running on for headerReadTimeout.
-type flightGroup struct {
-	mu      sync.Mutex
-	flights map[string]*flight
-}
-
-type flight struct {
-	done    chan struct{}
-	val     *header.Header // set before done is closed
-	err     error
-	waiters int // callers waiting; guarded by flightGroup.mu
-	cancel  context.CancelFunc
-}
-
-// do returns the result of fn for key, starting fn unless a read of key is
-// already under way. fn runs on a context detached from ctx (keeping its
-// values) that ends after timeout or when every caller has left.
-func (g *flightGroup) do(ctx context.Context, key string, timeout time.Duration, fn func(context.Context) (*header.Header, error)) (*header.Header, error) {
-	g.mu.Lock()
-	if g.flights == nil {
-		g.flights = map[string]*flight{}
-	}
-	f, ok := g.flights[key]
-	if !ok {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		f = &flight{done: make(chan struct{}), cancel: cancel}
-		g.flights[key] = f
-		go func() {
-			defer cancel()
-			val, err := fn(fctx)
-			g.mu.Lock()
-			if g.flights[key] == f {
-				delete(g.flights, key)
-			}
-			f.val, f.err = val, err
-			g.mu.Unlock()
-			close(f.done)
-		}()
-	}
-	f.waiters++
-	g.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.val, f.err
-	case <-ctx.Done():
-		g.mu.Lock()
-		f.waiters--
-		if f.waiters == 0 && g.flights[key] == f {
-			// Nobody waits: later callers start afresh.
-			delete(g.flights, key)
-			f.cancel()
-		}
-		g.mu.Unlock()
-		return nil, ctx.Err()
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/header"
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
 )
 
 // gatedFiles serves files of which it holds only the first bytes (all a
@@ -53,12 +54,21 @@ func (g *gatedFiles) readOf(p string) int64 {
 	return g.read[p]
 }
 
-func (g *gatedFiles) Open(ctx context.Context, auth string, repo hub.Repo, rev, p string) (FileInfo, Blob, error) {
+func (g *gatedFiles) Stat(ctx context.Context, _ hub.Caller, ref hub.FileRef) (resolver.Meta, error) {
+	p := ref.Path
+	if _, ok := g.heads[p]; !ok {
+		return resolver.Meta{}, notFound(p)
+	}
+	return fakeMeta(`"`+p+`"`, g.sizes[p]), nil
+}
+
+func (g *gatedFiles) Open(ctx context.Context, _ hub.Caller, ref hub.FileRef) (Blob, error) {
+	p := ref.Path
 	head, ok := g.heads[p]
 	if !ok {
-		return FileInfo{}, nil, notFound(p)
+		return nil, notFound(p)
 	}
-	return FileInfo{Path: p, Commit: fakeCommit, ETag: `"` + p + `"`, Size: g.sizes[p]}, &gatedBlob{g: g, p: p, head: head, ctx: ctx}, nil
+	return &gatedBlob{g: g, p: p, head: head, ctx: ctx}, nil
 }
 
 type gatedBlob struct {
@@ -136,7 +146,7 @@ func TestParseBudgetSerialisesBigHeaders(t *testing.T) {
 
 	errs := make(chan error, 2)
 	list := func(p string) {
-		c, err := s.List(t.Context(), "", testRepo(), "main", p)
+		c, err := s.List(t.Context(), hub.Caller{}, testRef(p))
 		if err == nil && (len(c.Files) != 1 || c.Totals().Tensors != 1) {
 			err = fmt.Errorf("%s: %d files, %d tensors", p, len(c.Files), c.Totals().Tensors)
 		}
@@ -178,11 +188,11 @@ func TestParseBudgetWaitEndsWithTheCaller(t *testing.T) {
 	s.budget.onWait = func() { waiting <- struct{}{} }
 
 	aDone := make(chan error, 1)
-	go func() { _, err := s.List(t.Context(), "", testRepo(), "main", "a.safetensors"); aDone <- err }()
+	go func() { _, err := s.List(t.Context(), hub.Caller{}, testRef("a.safetensors")); aDone <- err }()
 	receive(t, g.rest["a.safetensors"], "a's header read")
 	ctx, cancel := context.WithCancel(t.Context())
 	bDone := make(chan error, 1)
-	go func() { _, err := s.List(ctx, "", testRepo(), "main", "b.safetensors"); bDone <- err }()
+	go func() { _, err := s.List(ctx, hub.Caller{}, testRef("b.safetensors")); bDone <- err }()
 	receive(t, waiting, "b waiting for budget")
 	cancel()
 	if err := receive(t, bDone, "b's listing"); !errors.Is(err, context.Canceled) {
@@ -211,7 +221,7 @@ func TestHeaderOverTheParseBudgetIsRefused(t *testing.T) {
 	head, size := padded(n)
 	g.add("a.safetensors", head, size, false)
 	s := New(g, Options{SpeculativeRead: spec, ParseBudget: n - 1})
-	_, err := s.List(t.Context(), "", testRepo(), "main", "a.safetensors")
+	_, err := s.List(t.Context(), hub.Caller{}, testRef("a.safetensors"))
 	var fe *FileError
 	if !errors.As(err, &fe) || !errors.Is(err, header.HeaderLimitExceeded) || !strings.Contains(err.Error(), "budget") {
 		t.Fatalf("err = %v, want a FileError of HeaderLimitExceeded naming the budget", err)
@@ -247,7 +257,7 @@ func TestDefaultHeaderLimits(t *testing.T) {
 
 	s := New(g, Options{})
 	for _, p := range []string{"big.safetensors", "many.safetensors"} {
-		_, err := s.List(t.Context(), "", testRepo(), "main", p)
+		_, err := s.List(t.Context(), hub.Caller{}, testRef(p))
 		var fe *FileError
 		if !errors.As(err, &fe) || !errors.Is(err, header.HeaderLimitExceeded) {
 			t.Fatalf("%s: %v, want a FileError of HeaderLimitExceeded", p, err)

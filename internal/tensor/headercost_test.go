@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hubproxy/hubproxy/internal/header"
+	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // syntheticFile builds the header of a safetensors file of n tensors named
@@ -120,7 +121,7 @@ func TestHeaderCacheStaysWithinBudget(t *testing.T) {
 	locate := func(i int) {
 		t.Helper()
 		name := fmt.Sprintf("f%d.model.layers.0.mlp.experts.0.down_proj.weight", i)
-		if _, _, err := s.Locate(t.Context(), "", testRepo(), "main", fmt.Sprintf("f%d.safetensors", i), name); err != nil {
+		if _, _, err := s.Locate(t.Context(), hub.Caller{}, testRef(fmt.Sprintf("f%d.safetensors", i)), name); err != nil {
 			t.Fatal(err)
 		}
 		if b := s.headers.Bytes(); b > budget {
@@ -146,7 +147,7 @@ func TestHeaderCacheStaysWithinBudget(t *testing.T) {
 
 	bytesBefore := s.headers.Bytes()
 	for range 2 {
-		if _, _, err := s.Locate(t.Context(), "", testRepo(), "main", "big.safetensors", "big.model.layers.0.mlp.experts.0.down_proj.weight"); err != nil {
+		if _, _, err := s.Locate(t.Context(), hub.Caller{}, testRef("big.safetensors"), "big.model.layers.0.mlp.experts.0.down_proj.weight"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -61,17 +61,18 @@ type Catalog struct {
 	Files                         []File
 }
 
-// List reads every header of the repo (shards concurrently) for a listing.
-func (s *Service) List(ctx context.Context, auth string, repo hub.Repo, rev, file string) (*Catalog, error) {
-	l, err := s.Layout(ctx, auth, repo, rev, file)
+// List reads every header of the layout f gives (see Layout; shards
+// concurrently) for a listing.
+func (s *Service) List(ctx context.Context, c hub.Caller, f hub.FileRef) (*Catalog, error) {
+	l, err := s.Layout(ctx, c, f)
 	if err != nil {
 		return nil, err
 	}
-	files, err := s.Headers(ctx, auth, repo, l)
+	files, err := s.Headers(ctx, c, f.Repo, l)
 	if err != nil {
 		return nil, err
 	}
-	return &Catalog{Repo: repo.String(), Revision: rev, Commit: l.Commit, Index: l.Index, Files: files}, nil
+	return &Catalog{Repo: f.Repo.String(), Revision: f.Rev, Commit: l.Commit, Index: l.Index, Files: files}, nil
 }
 
 // Totals sums the catalog's tensors.

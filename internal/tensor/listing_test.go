@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/header"
+	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // decodeListing writes c and decodes it as a client does.
@@ -157,7 +158,7 @@ func TestListingMemory(t *testing.T) {
 	var c *Catalog
 	peak, total := measure(func() {
 		var err error
-		if c, err = s.List(t.Context(), "", testRepo(), "main", "m.safetensors"); err != nil {
+		if c, err = s.List(t.Context(), hub.Caller{}, testRef("m.safetensors")); err != nil {
 			t.Fatal(err)
 		}
 	})

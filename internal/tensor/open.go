@@ -54,13 +54,14 @@ type Opened struct {
 	File   string   // the safetensors file holding it
 }
 
-// OpenTensor opens tensor name of repo@rev (file, when set, names the
-// safetensors file or index to use), or the part of it p selects.
-func (s *Service) OpenTensor(ctx context.Context, auth string, repo hub.Repo, rev, file, name string, p Part) (*Opened, error) {
+// OpenTensor opens tensor name of f.Repo at f.Rev for caller c (f.Path,
+// when set, names the safetensors file or index to use), or the part of it
+// p selects.
+func (s *Service) OpenTensor(ctx context.Context, c hub.Caller, f hub.FileRef, name string, p Part) (*Opened, error) {
 	if p.Shard != "" && p.Slice != "" {
 		return nil, &SpecError{"use either shard or slice, not both"}
 	}
-	f, t, err := s.Locate(ctx, auth, repo, rev, file, name)
+	hf, t, err := s.Locate(ctx, c, f, name)
 	if err != nil {
 		return nil, err
 	}
@@ -68,18 +69,18 @@ func (s *Service) OpenTensor(ctx context.Context, auth string, repo hub.Repo, re
 	if err != nil {
 		return nil, err
 	}
-	_, blob, err := s.files.Open(ctx, auth, repo, f.Commit, f.Path)
+	blob, err := s.files.open(ctx, c, hub.FileRef{Repo: f.Repo, Rev: hf.Commit, Path: hf.Path})
 	if err != nil {
 		return nil, err
 	}
 	return &Opened{
 		Bytes: Bytes{
-			Assembly: NewAssembly(nil, TensorPieces(f, t, ranges, blob), s.opts.Merge, s.opts.BlockSize),
-			Commit:   f.Commit,
-			ETag:     strongETag(f.ETag, name, p.Shard, p.Slice),
+			Assembly: NewAssembly(nil, TensorPieces(hf, t, ranges, blob), s.opts.Merge, s.opts.BlockSize),
+			Commit:   hf.Commit,
+			ETag:     strongETag(hf.ETag, name, p.Shard, p.Slice),
 			blobs:    []Blob{blob},
 		},
-		Tensor: t, Shape: shape, File: f.Path,
+		Tensor: t, Shape: shape, File: hf.Path,
 	}, nil
 }
 
@@ -110,13 +111,14 @@ func part(t header.Tensor, p Part) ([]header.ByteRange, []uint64, error) {
 	return []header.ByteRange{{Off: 0, Len: t.Len()}}, t.Shape, nil
 }
 
-// OpenSubset opens a safetensors file holding just the tensors whose names
-// are in names or start with one of prefixes, in file and offset order.
-func (s *Service) OpenSubset(ctx context.Context, auth string, repo hub.Repo, rev, file string, names, prefixes []string) (*Bytes, error) {
+// OpenSubset opens a safetensors file holding just the tensors of the
+// layout f gives (see Layout) whose names are in names or start with one of
+// prefixes, in file and offset order.
+func (s *Service) OpenSubset(ctx context.Context, c hub.Caller, f hub.FileRef, names, prefixes []string) (*Bytes, error) {
 	if len(names) == 0 && len(prefixes) == 0 {
 		return nil, &SpecError{"name or prefix is required (repeat either to select more)"}
 	}
-	sel, err := s.openSelection(ctx, auth, repo, rev, file, names, prefixes, Part{})
+	sel, err := s.openSelection(ctx, c, f, names, prefixes, Part{})
 	if err != nil {
 		return nil, err
 	}
@@ -136,11 +138,12 @@ func (s *Service) OpenSubset(ctx context.Context, auth string, repo hub.Repo, re
 	return &Bytes{Assembly: NewAssembly(head, pieces, s.opts.Merge, s.opts.BlockSize), Commit: sel.commit, ETag: strongETag(etagParts...), blobs: sel.blobList()}, nil
 }
 
-// OpenEach opens each tensor whose name is in names or starts with prefix
-// (or the shard of each that shard selects), in file and offset order, each
-// as its own Bytes, for staging them side by side. Close the Each, not its
-// elements: they share the files.
-func (s *Service) OpenEach(ctx context.Context, auth string, repo hub.Repo, rev, file string, names []string, prefix, shard string) (*Each, error) {
+// OpenEach opens each tensor of the layout f gives (see Layout) whose name
+// is in names or starts with prefix (or the shard of each that shard
+// selects), in file and offset order, each as its own Bytes, for staging
+// them side by side. Close the Each, not its elements: they share the
+// files.
+func (s *Service) OpenEach(ctx context.Context, c hub.Caller, f hub.FileRef, names []string, prefix, shard string) (*Each, error) {
 	if len(names) == 0 && prefix == "" {
 		return nil, &SpecError{"names or prefix is required"}
 	}
@@ -148,7 +151,7 @@ func (s *Service) OpenEach(ctx context.Context, auth string, repo hub.Repo, rev,
 	if prefix != "" {
 		prefixes = []string{prefix}
 	}
-	sel, err := s.openSelection(ctx, auth, repo, rev, file, names, prefixes, Part{Shard: shard})
+	sel, err := s.openSelection(ctx, c, f, names, prefixes, Part{Shard: shard})
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +202,8 @@ func (sel *selection) close() { (&Bytes{blobs: sel.blobList()}).Close() }
 
 // openSelection selects tensors, lays out the part p of each, and opens
 // every file they live in, once, at the listing's commit.
-func (s *Service) openSelection(ctx context.Context, auth string, repo hub.Repo, rev, file string, names, prefixes []string, p Part) (*selection, error) {
-	l, files, sel, err := s.Select(ctx, auth, repo, rev, file, names, prefixes)
+func (s *Service) openSelection(ctx context.Context, c hub.Caller, f hub.FileRef, names, prefixes []string, p Part) (*selection, error) {
+	l, files, sel, err := s.Select(ctx, c, f, names, prefixes)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +215,7 @@ func (s *Service) openSelection(ctx context.Context, auth string, repo hub.Repo,
 	for _, x := range sel {
 		b, ok := out.blobs[x.File]
 		if !ok {
-			if _, b, err = s.files.Open(ctx, auth, repo, l.Commit, files[x.File].Path); err != nil {
+			if b, err = s.files.open(ctx, c, hub.FileRef{Repo: f.Repo, Rev: l.Commit, Path: files[x.File].Path}); err != nil {
 				out.close()
 				return nil, err
 			}

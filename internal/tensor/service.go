@@ -19,8 +19,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/flight"
 	"github.com/hubproxy/hubproxy/internal/header"
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/resolver"
 )
 
 // Blob is one opened file, filled lazily by range.
@@ -43,9 +45,36 @@ type FileInfo struct {
 }
 
 // Files opens repo files through the cache, checking the caller's access
-// upstream as any file request does.
-type Files interface {
-	Open(ctx context.Context, auth string, repo hub.Repo, rev, path string) (FileInfo, Blob, error)
+// upstream as any file request does; *repofs.FS is one. Stat answers from
+// the file's resolution alone, so the tensor path opens a file only to read
+// it: once for a tensor whose header is cached, twice when it is not.
+type Files[B Blob] interface {
+	Stat(ctx context.Context, c hub.Caller, f hub.FileRef) (resolver.Meta, error)
+	Open(ctx context.Context, c hub.Caller, f hub.FileRef) (B, error)
+}
+
+// files is Files with its blob type forgotten, errors naming the path.
+type files interface {
+	stat(ctx context.Context, c hub.Caller, f hub.FileRef) (FileInfo, error)
+	open(ctx context.Context, c hub.Caller, f hub.FileRef) (Blob, error)
+}
+
+type anyFiles[B Blob] struct{ f Files[B] }
+
+func (a anyFiles[B]) stat(ctx context.Context, c hub.Caller, f hub.FileRef) (FileInfo, error) {
+	m, err := a.f.Stat(ctx, c, f)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return FileInfo{Path: f.Path, Commit: m.Commit, ETag: m.ETag, Size: m.Size}, nil
+}
+
+func (a anyFiles[B]) open(ctx context.Context, c hub.Caller, f hub.FileRef) (Blob, error) {
+	b, err := a.f.Open(ctx, c, f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return b, nil
 }
 
 // Options configures a Service.
@@ -113,16 +142,16 @@ const (
 
 // Service answers tensor questions about repos. Safe for concurrent use.
 type Service struct {
-	files   Files
+	files   files
 	opts    Options
 	log     *slog.Logger
 	headers *costLRU[string, *header.Header] // file ETag → parsed header
-	flights flightGroup
+	flights flight.Group[*header.Header]     // header reads by ETag (internal/flight)
 	budget  *parseBudget
 }
 
-// New returns a Service reading files through files.
-func New(files Files, opts Options) *Service {
+// New returns a Service reading files through fs.
+func New[B Blob](fs Files[B], opts Options) *Service {
 	if opts.SpeculativeRead <= 0 {
 		opts.SpeculativeRead = 64 << 10
 	}
@@ -153,7 +182,7 @@ func New(files Files, opts Options) *Service {
 	if opts.Observe == nil {
 		opts.Observe = func(string) {}
 	}
-	return &Service{files: files, opts: opts, log: opts.Logger, headers: newCostLRU[string, *header.Header](opts.HeaderCacheBytes),
+	return &Service{files: anyFiles[B]{fs}, opts: opts, log: opts.Logger, headers: newCostLRU[string, *header.Header](opts.HeaderCacheBytes),
 		budget: newParseBudget(opts.ParseBudget)}
 }
 
@@ -181,27 +210,27 @@ type NotFoundError struct{ What string }
 
 func (e *NotFoundError) Error() string { return e.What + " not found" }
 
-// header returns the parsed header of repo@rev:p, reading it through the
-// cache: one speculative read from offset 0, and a second read only for the
-// rest of a header larger than that.
-func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p string) (File, error) {
-	info, blob, err := s.files.Open(ctx, auth, repo, rev, p)
+// header returns the parsed header of f for caller c, reading it through
+// the cache: one speculative read from offset 0, and a second read only for
+// the rest of a header larger than that.
+func (s *Service) header(ctx context.Context, c hub.Caller, f hub.FileRef) (File, error) {
+	info, err := s.files.stat(ctx, c, f)
 	if err != nil {
 		return File{}, err
 	}
-	defer blob.Close()
 	if h, ok := s.headers.Get(info.ETag); ok {
 		s.opts.Observe("cached")
 		return File{FileInfo: info, Header: h}, nil
 	}
-	// Parsing is shared by concurrent callers of the same content; every
-	// caller has already passed its own access check in Open. The shared
-	// read opens its own blob on a context of its own: the caller that
-	// starts it may leave, and its blob with it, while others still wait
-	// (when all have left, it stops). It also caches what it parsed, so the
-	// cost is reckoned once per parse, not once per waiting caller.
-	h, err := s.flights.do(ctx, info.ETag, headerReadTimeout, func(fctx context.Context) (*header.Header, error) {
-		_, own, err := s.files.Open(fctx, auth, repo, info.Commit, p)
+	// Parsing is shared by concurrent callers of the same content, keyed by
+	// its ETag (a content hash) and never by who asks: every caller has
+	// already passed its own access check in Stat. The shared read opens
+	// its own blob on a context of its own: the caller that starts it may
+	// leave, and its blob with it, while others still wait (when all have
+	// left, it stops). It also caches what it parsed, so the cost is
+	// reckoned once per parse, not once per waiting caller.
+	h, err := s.flights.Do(ctx, info.ETag, headerReadTimeout, func(fctx context.Context) (*header.Header, error) {
+		own, err := s.files.open(fctx, c, f.At(info.Commit))
 		if err != nil {
 			return nil, err
 		}
@@ -220,11 +249,11 @@ func (s *Service) header(ctx context.Context, auth string, repo hub.Repo, rev, p
 		var fe *header.FormatError
 		if errors.As(err, &fe) {
 			s.opts.Observe("invalid")
-			return File{}, &FileError{Path: p, Err: err}
+			return File{}, &FileError{Path: f.Path, Err: err}
 		}
 		// Not the file's fault (upstream down, a fill failed): keep the
 		// cause's own type for the error mapping.
-		return File{}, fmt.Errorf("reading the header of %s: %w", p, err)
+		return File{}, fmt.Errorf("reading the header of %s: %w", f.Path, err)
 	}
 	s.opts.Observe("parsed")
 	return File{FileInfo: info, Header: h}, nil
@@ -304,37 +333,45 @@ type Layout struct {
 	Owner  map[string]string // tensor name → file, from the index; nil for a single file
 }
 
-// Layout finds the repo's safetensors files at rev. file, when set, names the
-// safetensors file or index to use instead of searching for one.
-func (s *Service) Layout(ctx context.Context, auth string, repo hub.Repo, rev, file string) (Layout, error) {
-	if file != "" {
-		if err := hub.ValidPath(file); err != nil {
+// Layout finds the safetensors files of f.Repo at f.Rev for caller c.
+// f.Path, when set, names the safetensors file or index to use instead of
+// searching for one.
+func (s *Service) Layout(ctx context.Context, c hub.Caller, f hub.FileRef) (Layout, error) {
+	if f.Path != "" {
+		if err := hub.ValidPath(f.Path); err != nil {
 			return Layout{}, err
 		}
-		return s.layoutOf(ctx, auth, repo, rev, file)
+		return s.layoutOf(ctx, c, f)
 	}
-	for _, c := range candidates {
-		l, err := s.layoutOf(ctx, auth, repo, rev, c)
+	for _, cand := range candidates {
+		f.Path = cand
+		l, err := s.layoutOf(ctx, c, f)
 		if isMissingFile(err) {
 			continue
 		}
 		return l, err
 	}
-	return Layout{}, &NotFoundError{What: "a safetensors file (model.safetensors or an index) in " + repo.String()}
+	return Layout{}, &NotFoundError{What: "a safetensors file (model.safetensors or an index) in " + f.Repo.String()}
 }
 
-func (s *Service) layoutOf(ctx context.Context, auth string, repo hub.Repo, rev, file string) (Layout, error) {
-	info, blob, err := s.files.Open(ctx, auth, repo, rev, file)
+// layoutOf is the layout f.Path gives: itself, or the shards it indexes.
+func (s *Service) layoutOf(ctx context.Context, c hub.Caller, f hub.FileRef) (Layout, error) {
+	file := f.Path
+	info, err := s.files.stat(ctx, c, f)
 	if err != nil {
 		return Layout{}, err
 	}
-	defer blob.Close()
 	if path.Ext(file) != ".json" {
 		return Layout{Commit: info.Commit, Files: []string{file}}, nil
 	}
 	if info.Size > s.opts.MaxIndexSize {
 		return Layout{}, &FileError{Path: file, Err: fmt.Errorf("index is %d bytes, over the %d-byte limit", info.Size, s.opts.MaxIndexSize)}
 	}
+	blob, err := s.files.open(ctx, c, f.At(info.Commit))
+	if err != nil {
+		return Layout{}, err
+	}
+	defer blob.Close()
 	data := make([]byte, info.Size)
 	blob.Expect(0, info.Size)
 	if _, err := blob.ReadAt(data, 0); err != nil && err != io.EOF {
@@ -365,9 +402,9 @@ func (s *Service) layoutOf(ctx context.Context, auth string, repo hub.Repo, rev,
 // EntryNotFound matches fs.ErrNotExist).
 func isMissingFile(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
-// Locate finds one tensor by name at rev.
-func (s *Service) Locate(ctx context.Context, auth string, repo hub.Repo, rev, file, name string) (File, header.Tensor, error) {
-	l, err := s.Layout(ctx, auth, repo, rev, file)
+// Locate finds one tensor by name in the layout f gives (see Layout).
+func (s *Service) Locate(ctx context.Context, c hub.Caller, f hub.FileRef, name string) (File, header.Tensor, error) {
+	l, err := s.Layout(ctx, c, f)
 	if err != nil {
 		return File{}, header.Tensor{}, err
 	}
@@ -378,28 +415,29 @@ func (s *Service) Locate(ctx context.Context, auth string, repo hub.Repo, rev, f
 			return File{}, header.Tensor{}, &NotFoundError{What: fmt.Sprintf("tensor %q", name)}
 		}
 	}
-	f, err := s.header(ctx, auth, repo, l.Commit, p)
+	hf, err := s.header(ctx, c, hub.FileRef{Repo: f.Repo, Rev: l.Commit, Path: p})
 	if err != nil {
 		return File{}, header.Tensor{}, err
 	}
-	t, ok := f.Header.Lookup(name)
+	t, ok := hf.Header.Lookup(name)
 	if !ok {
 		if l.Owner != nil {
 			return File{}, header.Tensor{}, &FileError{Path: p, Err: fmt.Errorf("the index places tensor %q in this file, but its header does not hold it", name)}
 		}
 		return File{}, header.Tensor{}, &NotFoundError{What: fmt.Sprintf("tensor %q", name)}
 	}
-	return f, t, nil
+	return hf, t, nil
 }
 
-// Select returns the tensors whose names are in names or start with one of
-// prefixes, with their files, sorted by file and offset.
-func (s *Service) Select(ctx context.Context, auth string, repo hub.Repo, rev, file string, names, prefixes []string) (Layout, []File, []Selected, error) {
-	l, err := s.Layout(ctx, auth, repo, rev, file)
+// Select returns the tensors of the layout f gives (see Layout) whose names
+// are in names or start with one of prefixes, with their files, sorted by
+// file and offset.
+func (s *Service) Select(ctx context.Context, c hub.Caller, f hub.FileRef, names, prefixes []string) (Layout, []File, []Selected, error) {
+	l, err := s.Layout(ctx, c, f)
 	if err != nil {
 		return Layout{}, nil, nil, err
 	}
-	files, err := s.Headers(ctx, auth, repo, l)
+	files, err := s.Headers(ctx, c, f.Repo, l)
 	if err != nil {
 		return Layout{}, nil, nil, err
 	}
@@ -408,8 +446,8 @@ func (s *Service) Select(ctx context.Context, auth string, repo hub.Repo, rev, f
 		want[n] = true
 	}
 	var sel []Selected
-	for fi, f := range files {
-		for _, t := range f.Header.Tensors {
+	for fi, hf := range files {
+		for _, t := range hf.Header.Tensors {
 			if want[t.Name] || hasAnyPrefix(t.Name, prefixes) {
 				delete(want, t.Name)
 				sel = append(sel, Selected{File: fi, Tensor: t})

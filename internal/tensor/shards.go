@@ -13,8 +13,8 @@ import (
 // hundred-shard listing quick without letting one caller crowd out others.
 const shardReads = 8
 
-// Headers reads the headers of all files of l, pinned to l's commit so that a
-// branch moving meanwhile cannot mix two versions.
+// Headers reads the headers of all files of l, in repo, for caller c, pinned
+// to l's commit so that a branch moving meanwhile cannot mix two versions.
 //
 // At most shardReads reads run at once, by as many workers taking shards in
 // index order. The first failure ends the whole call: it cancels the reads in
@@ -22,7 +22,7 @@ const shardReads = 8
 // and that failure is returned once the reads in flight have stopped. A
 // missing shard therefore costs at most shardReads upstream requests however
 // many shards the index lists, rather than one per shard.
-func (s *Service) Headers(ctx context.Context, auth string, repo hub.Repo, l Layout) ([]File, error) {
+func (s *Service) Headers(ctx context.Context, c hub.Caller, repo hub.Repo, l Layout) ([]File, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &shardRun{files: make([]File, len(l.Files)), ctx: ctx, cancel: cancel}
@@ -34,7 +34,7 @@ func (s *Service) Headers(ctx context.Context, auth string, repo hub.Repo, l Lay
 				if !ok {
 					return
 				}
-				f, err := s.header(ctx, auth, repo, l.Commit, l.Files[i])
+				f, err := s.header(ctx, c, hub.FileRef{Repo: repo, Rev: l.Commit, Path: l.Files[i]})
 				if err != nil {
 					r.fail(err)
 					return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/header"
+	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 )
 
@@ -36,7 +37,7 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 func TestListStopsAtFirstMissingShard(t *testing.T) {
 	fake := newFakeFiles(map[string][]byte{"model.safetensors.index.json": shardIndex(2000)})
 	s := New(fake, Options{})
-	_, err := s.List(t.Context(), "", testRepo(), "main", "")
+	_, err := s.List(t.Context(), hub.Caller{}, testRef(""))
 	if !isMissingFile(err) {
 		t.Fatalf("List = %v, want the missing shard's 404", err)
 	}
@@ -97,7 +98,7 @@ func TestHeadersCancelsReadsInFlightAfterFirstFailure(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Headers(ctx, "", testRepo(), l)
+		_, err := s.Headers(ctx, hub.Caller{}, testRepo(), l)
 		done <- err
 	}()
 	for i := range shardReads {
@@ -147,7 +148,7 @@ func TestHeadersStartsNothingForAGoneCaller(t *testing.T) {
 	for i := range 100 {
 		l.Files = append(l.Files, fmt.Sprintf("model-%05d-of-00100.safetensors", i+1))
 	}
-	if _, err := s.Headers(ctx, "", testRepo(), l); !errors.Is(err, context.Canceled) {
+	if _, err := s.Headers(ctx, hub.Caller{}, testRepo(), l); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Headers = %v, want context.Canceled", err)
 	}
 	if n := fake.Opens(); n != 0 {
@@ -162,7 +163,7 @@ func TestListRefusesIndexOverShardLimit(t *testing.T) {
 	const index = "model.safetensors.index.json"
 	fake := newFakeFiles(map[string][]byte{index: shardIndex(10_001)})
 	s := New(fake, Options{})
-	_, err := s.List(t.Context(), "", testRepo(), "main", "")
+	_, err := s.List(t.Context(), hub.Caller{}, testRef(""))
 	var fe *FileError
 	if !errors.As(err, &fe) || fe.Path != index {
 		t.Fatalf("List = %v (%T), want a *FileError for %s", err, err, index)
@@ -194,7 +195,7 @@ func TestListShardedRepo(t *testing.T) {
 		mu.Unlock()
 	}})
 	for round := range 2 {
-		got, err := s.List(t.Context(), "", testRepo(), "main", "")
+		got, err := s.List(t.Context(), hub.Caller{}, testRef(""))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -91,14 +91,14 @@ func startProxy(t *testing.T, upstream string, transport http.RoundTripper) stri
 	cfg.Transport = transport
 	cfg.MinFreeBytes = 0 // the test must not depend on the machine's free disk
 	log := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	handler, cleanup, err := app.New(cfg, log)
+	built, err := app.Build(cfg, log)
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(built.Main)
 	t.Cleanup(func() {
 		srv.Close()
-		if err := cleanup(); err != nil {
+		if err := built.Close(); err != nil {
 			t.Errorf("hubproxy cleanup: %v", err)
 		}
 	})

@@ -1,0 +1,111 @@
+// Package admin is the admin listener: GPU staging and leases, the cache's
+// counters and Go's profiles. It spends GPU memory and shows the process's
+// internals, so it is served only on a Unix socket or loopback, never the
+// pod IP. It shares the public listener's plumbing (server.Server.Plumbing):
+// request ids, access log, metrics, and the error table, to which it adds
+// the rows for its own errors (errors.go), so its JSON is snake_case like
+// the rest of the API and its errors take the same shape.
+//
+//	GET    /gpu/devices             devices by ordinal, UUID and PCI bus id: memory, health, what is leased
+//	POST   /gpu/stage               stage tensors onto a device as one lease (stage.go)
+//	GET    /gpu/leases              the caller's live leases (all of them for the operator)
+//	DELETE /gpu/leases/{id}         release one of the caller's leases (idempotent)
+//	POST   /gpu/leases/{id}/renew   restart a lease's TTL: the heartbeat of a consumer that holds no socket
+//	GET    /cache/stats             the cache's counters
+//	GET    /debug/pprof/…           Go profiles (net/http/pprof), only with Options.Pprof (pprof.go)
+//
+// A lease is its stager's: the uid the kernel names for the staging
+// connection (SO_PEERCRED, read by ConnContext, which the admin http.Server
+// must use). Another caller is answered as if the lease did not exist;
+// hubproxy's own uid is the operator's and sees every lease. Over loopback
+// TCP there is no credential: a lease's id is its only proof and listing is
+// refused. owner.go has the rules and why.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/server"
+	"github.com/hubproxy/hubproxy/internal/tensor"
+)
+
+// Plumber is the public listener's server, whose HTTP plumbing the admin
+// listener shares (*server.Server).
+type Plumber interface {
+	Plumbing(mux *chi.Mux, rules ...server.ErrorRule) server.ErrorWriter
+}
+
+// Tensors opens the tensors a staging names (*tensor.Service): the same
+// service as the tensor API's, so staging a cold tensor streams it from
+// upstream through the cache, with the caller's own access checked.
+type Tensors interface {
+	OpenEach(ctx context.Context, c hub.Caller, f hub.FileRef, names []string, prefix, shard string) (*tensor.Each, error)
+}
+
+// Options configures the admin handler. Server, Tensors and Stager are
+// required.
+type Options struct {
+	Server  Plumber
+	Tensors Tensors
+	Stager  Stager
+	// Admission holds a staging's repo to the public listener's
+	// allow-repos / deny-repos; nil admits every repo.
+	Admission *server.Admission
+	// Stats, when set, is served at /cache/stats.
+	Stats func() any
+	// OnStage is told the bytes and seconds of each successful staging.
+	OnStage func(bytes int64, seconds float64)
+	// Pprof serves Go's profiles under /debug/pprof/ (config key pprof).
+	Pprof  bool
+	Logger *slog.Logger
+}
+
+// New returns the admin API handler.
+func New(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := chi.NewRouter()
+	a := &admin{opts: opts, log: opts.Logger, owners: newOwners(uint32(os.Geteuid()))}
+	a.writeError = opts.Server.Plumbing(r, errorRules...)
+	r.Get("/gpu/devices", a.devices)
+	r.Post("/gpu/stage", a.stage)
+	r.Get("/gpu/leases", a.leases)
+	r.Delete("/gpu/leases/{id}", a.release)
+	r.Post("/gpu/leases/{id}/renew", a.renew)
+	r.Get("/cache/stats", a.stats)
+	if opts.Pprof {
+		routePprof(r)
+	}
+	return r
+}
+
+type admin struct {
+	opts       Options
+	log        *slog.Logger
+	writeError server.ErrorWriter // the one error→HTTP mapping of this listener
+	owners     *owners            // who staged each lease (owner.go)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func (a *admin) stats(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Stats == nil {
+		a.writeError(w, r, hub.ErrNoRoute)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.opts.Stats())
+}

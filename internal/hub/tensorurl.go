@@ -1,0 +1,104 @@
+package hub
+
+import (
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// TensorKind is which tensor route a URL names.
+type TensorKind int
+
+const (
+	TensorList   TensorKind = iota // /models/{repo}/tensors: every tensor, from headers only
+	TensorOne                      // /models/{repo}/tensors/{name}: one tensor's bytes
+	TensorSubset                   // /models/{repo}/safetensors: a file of just some tensors
+)
+
+// MaxTensorName bounds tensor names taken from URLs.
+const MaxTensorName = 1024
+
+// TensorURL is a parsed tensor-API URL. Its FileRef is what the tensor
+// service reads: Rev is "main" when the query names none, and Path, from
+// the query's "file", is the safetensors file or index to use, or "" to
+// let the service find the repo's own.
+type TensorURL struct {
+	FileRef
+	Kind TensorKind
+	Name string // TensorOne's tensor name, unescaped
+}
+
+// ParseTensorURL parses the escaped path and the query of a tensor-API URL
+// (the routes under /models/ that end in /tensors, /tensors/{name} or
+// /safetensors). ErrNoRoute means it is not one: the path may still be a
+// file of a model whose namespace is "models". Like the file routes it
+// works on the escaped path and splits on the route's markers before
+// unescaping anything.
+func ParseTensorURL(escaped string, q url.Values) (TensorURL, error) {
+	p, ok := strings.CutPrefix(escaped, "/models/")
+	if !ok {
+		return TensorURL{}, ErrNoRoute
+	}
+	var tu TensorURL
+	var repoEsc, nameEsc string
+	switch {
+	case strings.HasSuffix(p, "/tensors"):
+		repoEsc, tu.Kind = strings.TrimSuffix(p, "/tensors"), TensorList
+	case strings.HasSuffix(p, "/safetensors"):
+		repoEsc, tu.Kind = strings.TrimSuffix(p, "/safetensors"), TensorSubset
+	case strings.Contains(p, "/tensors/"):
+		repoEsc, nameEsc, _ = strings.Cut(p, "/tensors/")
+		tu.Kind = TensorOne
+	default:
+		return TensorURL{}, ErrNoRoute
+	}
+	repo, err := ParseEscapedRepo(Model, repoEsc)
+	if err != nil {
+		return TensorURL{}, err
+	}
+	tu.Repo = repo
+	if tu.Kind == TensorOne {
+		if tu.Name, err = Unescape("tensor name", nameEsc); err != nil {
+			return TensorURL{}, err
+		}
+		if tu.Name == "" || len(tu.Name) > MaxTensorName || !utf8.ValidString(tu.Name) ||
+			strings.ContainsFunc(tu.Name, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+			return TensorURL{}, &InvalidError{Field: "tensor name", Value: tu.Name, Reason: "must be 1 to 1024 bytes of UTF-8 without control characters"}
+		}
+	}
+	if tu.Rev = q.Get("revision"); tu.Rev == "" {
+		tu.Rev = "main"
+	}
+	if err := ValidRevision(tu.Rev); err != nil {
+		return TensorURL{}, err
+	}
+	if tu.Path = q.Get("file"); tu.Path != "" {
+		if err := ValidPath(tu.Path); err != nil {
+			return TensorURL{}, err
+		}
+	}
+	return tu, nil
+}
+
+// PassThroughRepo finds the repo an /api/ path that no route of ours knows
+// names, if any: /api/{models,datasets,spaces}/{ns}/{name}/… . Best effort,
+// and read as a two-segment id (admission also checks the one-segment
+// reading against deny patterns).
+func PassThroughRepo(escaped string) (Repo, bool) {
+	rest, ok := strings.CutPrefix(escaped, "/api/")
+	if !ok {
+		return Repo{}, false
+	}
+	segs := strings.SplitN(rest, "/", 4)
+	if len(segs) < 3 {
+		return Repo{}, false
+	}
+	typ, ok := ParseRepoType(segs[0])
+	if !ok {
+		return Repo{}, false
+	}
+	if repo, err := ParseEscapedRepo(typ, segs[1]+"/"+segs[2]); err == nil {
+		return repo, true
+	}
+	return Repo{}, false
+}
