@@ -252,7 +252,15 @@ func (r *Resolver) File(ctx context.Context, c hub.Caller, f hub.FileRef) (Meta,
 		if err != nil {
 			return nil, err
 		}
-		r.entries.Add(k, entry{meta: m, at: r.now()})
+		now := r.now()
+		r.entries.Add(k, entry{meta: m, at: now})
+		if !hub.IsCommit(f.Rev) && hub.IsCommit(m.Commit) {
+			// The answer for a branch is the answer for the commit it
+			// resolved to (the download URL is pinned to it): what opens
+			// the file next at that commit, as the tensor path and fills
+			// do, reuses it instead of asking upstream again.
+			r.entries.Add(key(c, f.At(m.Commit)), entry{meta: m, at: now})
+		}
 		return m, nil
 	})
 	select {

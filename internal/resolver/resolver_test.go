@@ -242,6 +242,30 @@ func TestBranchExpiresCommitDoesNot(t *testing.T) {
 	}
 }
 
+// Resolving a branch also answers its commit, for the same caller: the
+// tensor path and fills open the file again at the commit it resolved to,
+// and that must not cost a second round trip upstream.
+func TestBranchAnswerServesItsCommit(t *testing.T) {
+	up := &fakeUpstream{commit: commitA}
+	r := newResolver(t, up, newFakeStore(), nil, Options{})
+	tok := hub.NewCaller("Bearer ok")
+	m, err := r.File(context.Background(), tok, hub.FileRef{Repo: repo, Rev: "main", Path: "w.bin"})
+	if err != nil || m.Commit != commitA {
+		t.Fatalf("resolve main: %+v, %v", m, err)
+	}
+	at, err := r.File(context.Background(), tok, hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"})
+	if err != nil || at.FileMeta != m.FileMeta {
+		t.Fatalf("resolve at the commit: %+v, %v; want %+v", at, err, m)
+	}
+	if n := up.resolves.Load(); n != 1 {
+		t.Errorf("%d upstream resolves for main and then its commit, want 1", n)
+	}
+	// Another caller's answer is its own.
+	if _, err := r.File(context.Background(), hub.Caller{}, hub.FileRef{Repo: repo, Rev: commitA, Path: "w.bin"}); err != nil || up.resolves.Load() != 2 {
+		t.Errorf("anonymous at the commit: %v, %d resolves; want its own resolve", err, up.resolves.Load())
+	}
+}
+
 func TestAnswersAreNotSharedAcrossCredentials(t *testing.T) {
 	up := &fakeUpstream{commit: commitA}
 	r := newResolver(t, up, newFakeStore(), nil, Options{})
