@@ -80,6 +80,12 @@ func MustRepo(t RepoType, id string) Repo {
 	return r
 }
 
+// Folded is r as the Hub's routing matches it: ids are ASCII and compared
+// without case, so `Org/Model` and `org/model` are one repo there. What is
+// known about a repo (who may read it, whether it is public) is kept under
+// Folded; the cache layout keeps the id as asked, as huggingface_hub does.
+func (r Repo) Folded() Repo { return Repo{typ: r.typ, id: strings.ToLower(r.id)} }
+
 // String is the repo as a user writes it: "datasets/ns/name" or "ns/name".
 func (r Repo) String() string { return r.Type().URLPrefix() + r.ID() }
 

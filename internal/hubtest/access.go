@@ -143,6 +143,9 @@ func (h *Hub) openMeta(r *http.Request, repo hub.Repo, valid bool) (*repoState, 
 // check is the Hub's order of checks: the repo exists and the caller may
 // see it (private), then, for file content only, the gate. Revision and
 // path come after, so a refused caller never learns whether either exists.
+// repo may be in any case (docs/hub-protocol.md §9 rule 6): the rules are
+// the canonical repo's, and callers answer with rs.repo, its canonical id,
+// never the casing that was asked.
 func (h *Hub) check(r *http.Request, repo hub.Repo, valid, content bool) (*repoState, *hubError) {
 	tok := bearer(r)
 	authed := tok != ""
@@ -150,14 +153,14 @@ func (h *Hub) check(r *http.Request, repo hub.Repo, valid, content bool) (*repoS
 	defer h.mu.RUnlock()
 	var rs *repoState
 	if valid {
-		rs = h.repos[repo]
+		rs = h.repoLocked(repo)
 	}
 	approved := rs != nil && authed && !h.revoked[tok] && rs.approved[tok]
 	switch {
 	case rs == nil, rs.private && !approved:
 		return nil, errRepoNotFound(authed)
 	case content && rs.gated && !approved:
-		return nil, h.errGated(repo, authed)
+		return nil, h.errGated(rs.repo, authed)
 	}
 	return rs, nil
 }

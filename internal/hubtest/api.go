@@ -95,13 +95,16 @@ type siblingLFS struct {
 
 // serveRepoInfo answers GET /api/{t}s/{repo}[/revision/{rev}]: every field,
 // or with expand= only those asked for. Like the Hub, it answers a gated
-// repo's info to anyone.
-func (h *Hub) serveRepoInfo(w http.ResponseWriter, r *http.Request, repo hub.Repo, valid bool, rev string) {
-	rs, e := h.openMeta(r, repo, valid)
+// repo's info to anyone, and to an id in any case.
+func (h *Hub) serveRepoInfo(w http.ResponseWriter, r *http.Request, asked hub.Repo, valid bool, rev string) {
+	rs, e := h.openMeta(r, asked, valid)
 	if e != nil {
 		writeError(w, r, e)
 		return
 	}
+	// The info names the repo by its canonical id (its "id", "_id",
+	// "modelId", "author"), whatever case was asked, as the Hub does.
+	repo := rs.repo
 	c, e := h.commit(rs, rev)
 	if e != nil {
 		writeError(w, r, e)

@@ -35,8 +35,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
 // Options configure a Hub. The zero value is a hub that behaves like
@@ -97,8 +95,8 @@ type Hub struct {
 	// commitObj are immutable once the commit is created, so they are used
 	// after mu is released.
 	mu      sync.RWMutex
-	repos   map[hub.Repo]*repoState
-	blobs   map[string]*blob // by sha256 (LFS) and by git oid
+	repos   map[repoKey]*repoState // see repoLocked
+	blobs   map[string]*blob       // by sha256 (LFS) and by git oid
 	revoked map[string]bool
 	seq     int // commits made so far; dates commits deterministically
 
@@ -125,7 +123,7 @@ func New(opts Options) (*Hub, error) {
 		pageSize: opts.PageSize,
 		urlTTL:   opts.URLTTL,
 		done:     make(chan struct{}),
-		repos:    make(map[hub.Repo]*repoState),
+		repos:    make(map[repoKey]*repoState),
 		blobs:    make(map[string]*blob),
 		revoked:  make(map[string]bool),
 	}

@@ -36,6 +36,28 @@ type repoState struct {
 	approved      map[string]bool
 }
 
+// repoKey is what Hub.repos is keyed by: a repo's type and its id folded
+// to lower case. The Hub's routing matches repo ids case-insensitively
+// (docs/hub-protocol.md §9 rule 6: `Harness/Tiny-GPT2` reaches
+// `harness/tiny-gpt2`), so every casing of an id names the one repo, whose
+// canonical id (repoState.repo, as it was added) is what answers carry and
+// whose access rules apply whatever case was asked.
+type repoKey struct {
+	typ hub.RepoType
+	id  string
+}
+
+// keyOf folds repo to its key. Repo ids are ASCII, so ToLower is exact.
+func keyOf(repo hub.Repo) repoKey {
+	return repoKey{typ: repo.Type(), id: strings.ToLower(repo.ID())}
+}
+
+// repoLocked is the one place a repo is looked up, in any case; nil if the
+// hub has none by that id. Callers hold Hub.mu.
+func (h *Hub) repoLocked(repo hub.Repo) *repoState {
+	return h.repos[keyOf(repo)]
+}
+
 // commitDate dates the n-th commit the hub makes: a minute after the one
 // before, from a fixed epoch, so dates are deterministic.
 func commitDate(n int) time.Time {
@@ -43,8 +65,10 @@ func commitDate(n int) time.Time {
 }
 
 // AddRepo creates (or replaces) a repository with one commit holding
-// spec.Files on spec.Branch, and returns that commit's id. It panics on an
-// invalid id or path, as a fixture error is a bug in the calling test.
+// spec.Files on spec.Branch, and returns that commit's id. spec.ID, in the
+// case given, is the repo's canonical id; ids are matched case-insensitively,
+// so adding "Acme/X" replaces "acme/x". It panics on an invalid id or path,
+// as a fixture error is a bug in the calling test.
 func (h *Hub) AddRepo(spec RepoSpec) (commit string) {
 	if spec.Type == "" {
 		spec.Type = hub.Model
@@ -76,7 +100,7 @@ func (h *Hub) AddRepo(spec RepoSpec) (commit string) {
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.repos[repo] = rs
+	h.repos[keyOf(repo)] = rs
 	return h.commitLocked(rs, branch, "", blobs)
 }
 
@@ -166,7 +190,7 @@ type FileInfo struct {
 func (h *Hub) Stat(repo hub.Repo, rev, path string) (FileInfo, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	rs := h.repos[repo]
+	rs := h.repoLocked(repo)
 	if rs == nil {
 		return FileInfo{}, false
 	}
@@ -220,7 +244,7 @@ func (rs *repoState) commitFor(rev string) *commitObj {
 }
 
 func (h *Hub) mustRepoLocked(op string, repo hub.Repo) *repoState {
-	rs := h.repos[repo]
+	rs := h.repoLocked(repo)
 	if rs == nil {
 		panic(fmt.Sprintf("%s: no repo %s", op, repo))
 	}

@@ -118,6 +118,7 @@ func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, u fileURL) {
 		writeError(w, r, e)
 		return
 	}
+	repo := rs.repo // the canonical id, whatever case was asked
 	_, c, p, e := h.splitRevPath(rs, u.rest)
 	if e != nil {
 		writeError(w, r, e)
@@ -128,7 +129,7 @@ func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, u fileURL) {
 		writeError(w, r, errEntryNotFound(c.id))
 		return
 	}
-	key := u.repo.String() + "/" + p
+	key := repo.String() + "/" + p
 	switch {
 	case u.raw:
 		h.serveRaw(w, r, c, b, key)
@@ -139,7 +140,7 @@ func (h *Hub) serveFile(w http.ResponseWriter, r *http.Request, u fileURL) {
 		// 200 and no redirect, at whatever revision was asked for.
 		h.serveDirect(w, r, c, b, key)
 	case !b.lfs:
-		loc := "/api/resolve-cache/" + u.repo.Type().Plural() + "/" + u.repo.ID() + "/" + c.id + "/" +
+		loc := "/api/resolve-cache/" + repo.Type().Plural() + "/" + repo.ID() + "/" + c.id + "/" +
 			escapePath(p) + "?etag=" + b.oid
 		h.redirect(w, r, loc, nil, nil, false)
 	case h.xet && strings.Contains(r.Header.Get("Accept"), "application/vnd.xet-fileinfo+json"):
@@ -251,12 +252,13 @@ func (h *Hub) serveResolveCache(w http.ResponseWriter, r *http.Request, rest str
 			idLen = 2
 		}
 	}
-	repo, valid := parseRepo(t, strings.Join(segs[:idLen], "/"))
-	rs, e := h.open(r, repo, valid)
+	asked, valid := parseRepo(t, strings.Join(segs[:idLen], "/"))
+	rs, e := h.open(r, asked, valid)
 	if e != nil {
 		writeError(w, r, e)
 		return
 	}
+	repo := rs.repo // the canonical id, whatever case was asked
 	c, e := h.commit(rs, segs[idLen])
 	if e != nil {
 		writeError(w, r, e)
@@ -278,7 +280,7 @@ func (h *Hub) serveResolveCache(w http.ResponseWriter, r *http.Request, rest str
 func (h *Hub) exists(repo hub.Repo) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.repos[repo] != nil
+	return h.repoLocked(repo) != nil
 }
 
 // contentType picks a Content-Type from the extension, without consulting

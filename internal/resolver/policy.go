@@ -92,7 +92,12 @@ func newPolicy(store Store, now func() time.Time, accessTTL, publicTTL, grace ti
 func policyKey(repo hub.Repo) string { return "policy\x00" + repo.String() }
 
 // recordLocked returns repo's record, loading it from the store on first use.
+// Records are per repo as the Hub knows it, whatever casing a caller used
+// (hub.Repo.Folded): a refusal or a "not private" learnt through one casing
+// holds for every other. Records an older version kept under another casing
+// are not found, which fails closed.
 func (p *policy) recordLocked(repo hub.Repo) *repoRecord {
+	repo = repo.Folded()
 	if rec, ok := p.dirty[repo]; ok {
 		return rec
 	}
@@ -117,7 +122,7 @@ func (p *policy) recordLocked(repo hub.Repo) *repoRecord {
 	return rec
 }
 
-func (p *policy) changedLocked(repo hub.Repo, rec *repoRecord) { p.dirty[repo] = rec }
+func (p *policy) changedLocked(repo hub.Repo, rec *repoRecord) { p.dirty[repo.Folded()] = rec }
 
 // grantedFile records that upstream answered caller's resolve of one of
 // repo's files with its metadata.

@@ -331,3 +331,21 @@ func TestLateProbeDoesNotUndoARefusal(t *testing.T) {
 		t.Errorf("a newer probe's public answer was ignored: %v", err)
 	}
 }
+
+// The Hub matches repo ids without case, so what the policy knows of a repo
+// holds for every casing a caller uses: a refusal learnt through one ends
+// the grant through another.
+func TestPolicyFoldsRepoIDCase(t *testing.T) {
+	clk := newClock()
+	p := newPolicy(newFakeStore(), clk.Now, time.Minute, time.Hour, 0, discardLogger())
+	lower, upper := hub.MustRepo(hub.Model, "org/m"), hub.MustRepo(hub.Model, "Org/M")
+	tok := hub.NewCaller("Bearer ok")
+	p.grantedFile(tok, lower)
+	if !p.live(tok, upper) {
+		t.Fatal("a grant through org/m does not count for Org/M")
+	}
+	p.refused(tok, upper, &fetch.StatusError{Code: 403, ErrorCode: "GatedRepo"})
+	if p.live(tok, lower) {
+		t.Error("a refusal through Org/M left the grant through org/m live")
+	}
+}
