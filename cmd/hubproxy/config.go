@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -65,9 +66,9 @@ var secretKeys = map[string]bool{"upstream-token": true, "shared-store-secret": 
 var keyHelp = map[string]string{
 	"listen":                    "address to serve the hub API on",
 	"upstream":                  "hub to proxy (https://huggingface.co, another hubproxy, or dir:PATH)",
-	"upstream-token":            "the proxy's own hub token, used only for callers that send none (prefer HUBPROXY_UPSTREAM_TOKEN)",
+	"upstream-token":            "the proxy's own hub token, used only for callers that send none (prefer the variable to the flag: flags show in ps)",
 	"redirect-hosts":            "hosts (and their subdomains) bytes may be fetched from besides the upstream, e.g. hf.co,huggingface.co; empty: any, always without credentials",
-	"pins":                      "repos kept from eviction and prune, here and in the shared store: [datasets/]ns/name[@rev]; `hubproxy cache pin` adds to the cache's own list",
+	"pins":                      "repos kept from eviction and prune, here and in the shared store: [datasets/]ns/name[@rev]; 'hubproxy cache pin' adds to the cache's own list",
 	"allow-repos":               "serve only repos matching one of these patterns, e.g. Qwen/*,datasets/org/*; empty: every repo",
 	"deny-repos":                "never serve repos matching these patterns (wins over allow-repos)",
 	"client-tokens-file":        "file of accepted caller tokens, one per line; callers must send one as Authorization: Bearer",
@@ -100,7 +101,7 @@ var keyHelp = map[string]string{
 	"access-log-rate":           "successful request lines logged per second at most (errors always); the rest are counted; 0 = every request",
 	"log-level":                 "debug, info, warn or error",
 	"log-format":                "text or json",
-	"admin-listen":              "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it",
+	"admin-listen":              "admin API (GPU staging, cache stats): unix:///path or a loopback host:port; empty disables it; serve does not start if a value given cannot be bound or its socket is in use",
 	"gpu-driver-path":           "CUDA driver library loaded at run time (builds with -tags cuda)",
 	"gpu-lease-ttl":             "GPU leases not held by their staging connection end after this unless renewed, so a vanished consumer leaks nothing",
 	"gpu-device-budget-bytes":   "cap on device memory leases may hold per GPU; 0 = no cap beyond free memory less 10% headroom",
@@ -185,10 +186,35 @@ func addKeyFlag(fs *pflag.FlagSet, k configKey, def reflect.Value) {
 		fs.Bool(k.name, def.Bool(), help)
 	case kindList:
 		// Read raw and split here, so a flag, a variable and a file agree.
-		fs.String(k.name, strings.Join(def.Interface().([]string), ","), help+"; comma-separated")
+		fs.Var(&rawFlag{s: strings.Join(def.Interface().([]string), ","), typ: "list"}, k.name, help+"; comma-separated")
 	default:
-		fs.String(k.name, render(k, def, false), help)
+		fs.Var(&rawFlag{s: render(k, def, false), typ: k.kind.typeName()}, k.name, help)
 	}
+}
+
+// rawFlag is a key's flag: it keeps what was written, for the one strict
+// parser every layer (flag, variable, file) goes through, and names the
+// kind of value it takes in --help ("duration", "size"), where a plain
+// string flag would say "string" for all of them.
+type rawFlag struct{ s, typ string }
+
+func (f *rawFlag) Set(s string) error { f.s = s; return nil }
+func (f *rawFlag) String() string     { return f.s }
+func (f *rawFlag) Type() string       { return f.typ }
+
+// typeName is what --help shows a key's value as.
+func (k kind) typeName() string {
+	switch k {
+	case kindInt:
+		return "int"
+	case kindDuration:
+		return "duration"
+	case kindSize:
+		return "size"
+	case kindList:
+		return "list"
+	}
+	return "string"
 }
 
 // source says where a key's effective value came from.
@@ -250,6 +276,90 @@ func load(fs *pflag.FlagSet) (loaded, error) {
 	}
 	l.cfg.CacheDir = expandHome(l.cfg.CacheDir)
 	return l, secret.Error(l.cfg.Validate())
+}
+
+// loadServe is load followed by checkServe: what serve runs with, refused
+// the way serve refuses it. serve and config both call it, so that config's
+// promise (invalid values fail here exactly as they fail serve) holds by
+// construction rather than by two lists kept alike.
+func loadServe(fs *pflag.FlagSet) (loaded, error) {
+	l, err := load(fs)
+	if err != nil {
+		return loaded{}, err
+	}
+	return l, checkServe(l.cfg)
+}
+
+// checkServe is what serve needs of a configuration beyond app.Config's
+// Validate: the keys only serve reads (its listeners and its logger), so
+// that a bad one stops the start, with a message naming it, before
+// anything is built, bound or logged.
+func checkServe(cfg app.Config) error {
+	var errs []error
+	if _, err := parseLogLevel(cfg.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat))
+	}
+	if err := checkListen(cfg.Listen); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.AdminListen != "" {
+		if _, err := parseAdminListen(cfg.AdminListen); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkListen refuses a listen address net.Listen would refuse, with what to
+// write instead: "28095" is a port without its colon.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if _, aerr := strconv.Atoi(addr); aerr == nil {
+			return fmt.Errorf("listen %q: want host:port or :port; for port %s on every interface write %q", addr, addr, ":"+addr)
+		}
+		return fmt.Errorf("listen %q: want host:port or :port, e.g. :8080 or 127.0.0.1:8080", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("listen %q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+// adminAddr is a parsed admin-listen: a Unix socket path, or a loopback TCP
+// address.
+type adminAddr struct {
+	unixPath string // set for unix://PATH
+	tcp      string // host:port otherwise
+}
+
+// parseAdminListen reads admin-listen. Anything reachable from outside the
+// host is refused: the admin API spends GPU memory and ends leases, and
+// its only access control is the peer's uid on a Unix socket.
+func parseAdminListen(addr string) (adminAddr, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if path == "" || !filepath.IsAbs(path) {
+			return adminAddr{}, fmt.Errorf("admin-listen %q: want an absolute socket path, e.g. unix:///run/hubproxy/admin.sock", addr)
+		}
+		return adminAddr{unixPath: path}, nil
+	}
+	if strings.HasPrefix(addr, "/") {
+		return adminAddr{}, fmt.Errorf("admin-listen %q: a Unix socket is written unix://%s", addr, addr)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return adminAddr{}, fmt.Errorf("admin-listen %q: want unix:///path or a loopback host:port, e.g. 127.0.0.1:8081", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return adminAddr{}, fmt.Errorf("admin-listen %q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return adminAddr{}, fmt.Errorf("admin-listen %q: must be a Unix socket or a loopback address (127.0.0.1, ::1, localhost): the admin API is never served off the host", addr)
+	}
+	return adminAddr{tcp: addr}, nil
 }
 
 // assign parses raw (a string from a flag or variable, or a YAML value) as
@@ -410,7 +520,7 @@ func render(k configKey, v reflect.Value, redact bool) string {
 	case k.kind == kindSize:
 		return bytesize.Format(v.Int())
 	case k.kind == kindDuration:
-		return time.Duration(v.Int()).String()
+		return shortDuration(time.Duration(v.Int()))
 	case k.kind == kindList:
 		list := v.Interface().([]string)
 		if redact {
@@ -437,10 +547,44 @@ func (l loaded) logAttrs() []any {
 	return attrs
 }
 
-func newLogger(level, format string) (*slog.Logger, error) {
+// parseLogLevel reads log-level. slog also takes offsets ("info+2"); they
+// are accepted, as they are unambiguous.
+func parseLogLevel(level string) (slog.Level, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", level)
+		return 0, fmt.Errorf("log-level %q: want debug, info, warn or error", level)
+	}
+	return lv, nil
+}
+
+// logConfig logs the effective configuration at start: a short summary at
+// info, what an operator looks for first, and every key on a line of its
+// own at debug (with its source, as `hubproxy config` prints it), secrets
+// hidden by logAttrs. One line holding every key was a thousand
+// characters no one read.
+func logConfig(log *slog.Logger, l loaded) {
+	c := l.cfg
+	store := "no"
+	if c.SharedStore != "" {
+		store = "yes"
+	}
+	maxBytes := "unlimited"
+	if c.CacheMaxBytes > 0 {
+		maxBytes = bytesize.Format(c.CacheMaxBytes)
+	}
+	log.Info("configuration (hubproxy config shows every key and its source; log-level debug logs them)",
+		"upstream", secret.URL(c.Upstream), "listen", c.Listen, "cache_dir", c.CacheDir, "cache_max_bytes", maxBytes,
+		"shared_store", store, "offline", c.Offline, "admin_listen", c.AdminListen)
+	for _, a := range l.logAttrs() {
+		attr := a.(slog.Attr)
+		log.Debug("config", "key", attr.Key, "value", attr.Value.String(), "source", l.sources[attr.Key].String())
+	}
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	lv, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {

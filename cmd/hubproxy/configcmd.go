@@ -21,10 +21,10 @@ func newConfigCmd() *cobra.Command {
 its source: the default, the config file (--config or HUBPROXY_CONFIG), an
 environment variable (HUBPROXY_<KEY>) or a flag, in increasing precedence.
 Secrets are never printed. Invalid values and unknown keys fail here exactly as
-they fail serve.`,
+they fail serve (the same checks, listen addresses and log settings included).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := load(cmd.Flags())
+			l, err := loadServe(cmd.Flags())
 			if err != nil {
 				return err
 			}

@@ -130,9 +130,9 @@ func TestConfigCommandShowsSources(t *testing.T) {
 	}
 	for key, want := range map[string]configEntry{
 		"listen":          {":9999", "flag --listen"},
-		"access-ttl":      {"2m0s", "env HUBPROXY_ACCESS_TTL"},
+		"access-ttl":      {"2m", "env HUBPROXY_ACCESS_TTL"},
 		"read-ahead":      {"7", "file " + p},
-		"revision-ttl":    {"1m0s", "file " + p},
+		"revision-ttl":    {"1m", "file " + p},
 		"upstream":        {"https://huggingface.co", "default"},
 		"upstream-token":  {"(set, hidden)", "env HUBPROXY_UPSTREAM_TOKEN"},
 		"cache-max-bytes": {"100GiB", "default"},

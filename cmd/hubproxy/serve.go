@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,7 +24,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the hub API, caching files from upstream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := load(cmd.Flags())
+			l, err := loadServe(cmd.Flags())
 			if err != nil {
 				return err
 			}
@@ -50,7 +46,16 @@ func serve(ctx context.Context, l loaded) error {
 	if err != nil {
 		return err
 	}
-	log.Info("configuration (hubproxy config shows where each key comes from)", l.logAttrs()...)
+	logConfig(log, l)
+	// The admin socket first: another hubproxy's in use there stops this
+	// one before it builds anything or takes the hub API's port.
+	aln, err := openAdmin(cfg.AdminListen, app.Defaults().AdminListen, log)
+	if err != nil {
+		return err
+	}
+	if aln != nil {
+		defer aln.Close() // a second Close, after the admin server's, is harmless
+	}
 	h, err := app.Build(cfg, log)
 	if err != nil {
 		return secret.Error(err) // it may quote a configured URL
@@ -60,34 +65,28 @@ func serve(ctx context.Context, l loaded) error {
 	if err != nil {
 		return err
 	}
+	if aln != nil {
+		// ConnContext reads each connection's peer credentials, which
+		// decide whose GPU leases a caller may see and end.
+		adminSrv := &http.Server{Handler: h.Admin, ConnContext: admin.ConnContext,
+			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+		go adminSrv.Serve(aln)
+		// Runs before the cache and GPU are closed (defers unwind in
+		// reverse): a staging in progress finishes first. Shutdown closes
+		// the listener, which removes the socket if it is still ours.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, time.Second))
+			defer cancel()
+			adminSrv.Shutdown(sctx)
+		}()
+		log.Info("admin API serving", "addr", aln.Addr().String())
+	}
 	var inflight atomic.Int64 // requests being served, for the shutdown log
 	srv := newMainServer(cfg, h.Main, &inflight)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("hubproxy serving", "addr", ln.Addr().String(), "upstream", secret.URL(cfg.Upstream), "cache_dir", cfg.CacheDir, "offline", cfg.Offline,
 		"max_connections", cfg.MaxConnections, "request_read_timeout", cfg.RequestReadTimeout.String())
-	if cfg.AdminListen != "" {
-		aln, err := listenAdmin(cfg.AdminListen)
-		if err != nil {
-			// The hub API is what clients need; a missing admin socket
-			// (e.g. no /run/hubproxy outside a container) is not fatal.
-			log.Warn("admin API disabled", "admin_listen", cfg.AdminListen, "err", err)
-		} else {
-			// ConnContext reads each connection's peer credentials, which
-			// decide whose GPU leases a caller may see and end.
-			adminSrv := &http.Server{Handler: h.Admin, ConnContext: admin.ConnContext,
-				ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-			go adminSrv.Serve(aln)
-			// Runs before the cache and GPU are closed (defers unwind in
-			// reverse): a staging in progress finishes first.
-			defer func() {
-				sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, time.Second))
-				defer cancel()
-				adminSrv.Shutdown(sctx)
-			}()
-			log.Info("admin API serving", "addr", aln.Addr().String())
-		}
-	}
 	select {
 	case err := <-errc:
 		return err
@@ -121,34 +120,27 @@ func drain(srv *http.Server, inflight *atomic.Int64, timeout time.Duration, log 
 	return nil
 }
 
-// listenAdmin opens the admin listener: a Unix socket (mode 0660, so a
-// consumer in the same pod group can connect) or a loopback TCP address.
-// Anything reachable from outside the host is refused: the admin API spends
-// GPU memory.
-func listenAdmin(addr string) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return nil, err
-		}
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			os.Remove(path) // a stale socket from a previous run
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.Chmod(path, 0o660); err != nil {
-			ln.Close()
-			return nil, err
-		}
+// openAdmin opens admin-listen's listener; nil, nil when it is off. A value
+// that cannot be bound, or a socket another process serves, is an error: a
+// node without the admin API its operator configured, or one that silently
+// took over another's, is worse than one that does not start. Only the
+// default socket (whether left as the default or written out, as the
+// example config does) failing to bind is a warning: its directory
+// (/run/hubproxy) is often missing outside a container, and the hub API is
+// what clients need.
+// defaultAddr is app.Defaults' admin-listen.
+func openAdmin(addr, defaultAddr string, log *slog.Logger) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := listenAdmin(addr)
+	switch {
+	case err == nil:
 		return ln, nil
+	case addr != defaultAddr || errors.Is(err, errAdminInUse):
+		return nil, err
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin-listen %q: want unix:///path or host:port", addr)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("admin-listen %q: must be a Unix socket or a loopback address", addr)
-	}
-	return net.Listen("tcp", addr)
+	log.Warn("admin API disabled", "admin_listen", addr, "err", err,
+		"fix", `the default admin-listen could not be bound: set --admin-listen to a socket path this user may create, or "" to turn it off`)
+	return nil, nil
 }

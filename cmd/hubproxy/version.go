@@ -31,19 +31,37 @@ type buildInfo struct {
 	Platform  string
 }
 
-// readBuildInfo combines the -X stamps with runtime/debug.ReadBuildInfo:
-// the module version (set by go install module@version) and the VCS
-// settings go build records in a git checkout.
+// readBuildInfo is this binary's buildInfo: the -X stamps over what the Go
+// toolchain recorded (runtime/debug.ReadBuildInfo).
 func readBuildInfo(stampVersion, stampCommit string) buildInfo {
-	bi := buildInfo{Version: "(devel)", GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if v := info.Main.Version; v != "" {
+	info, _ := debug.ReadBuildInfo()
+	return buildInfoFrom(stampVersion, stampCommit, info)
+}
+
+// develVersion is the toolchain's version for a main module built from a
+// working tree it could not (or did not) name a version for.
+const develVersion = "(devel)"
+
+// buildInfoFrom combines the -X stamps with info (nil: none recorded), so
+// that a build the Makefile did not stamp (go build, go install) still
+// names itself: the module version (go install module@version, or the
+// pseudo-version go build derives from git since Go 1.24, +dirty for a
+// modified tree) and the VCS settings (vcs.revision, vcs.time,
+// vcs.modified). A stamp wins over each; an empty stamp (-X main.version=
+// from a Makefile run outside git) is no stamp. `go run` records no VCS
+// settings at all (cmd/go stamps only go build and go install), so its
+// binary is "(devel)" without a commit, and says only that.
+func buildInfoFrom(stampVersion, stampCommit string, info *debug.BuildInfo) buildInfo {
+	bi := buildInfo{Version: develVersion, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	var revision string
+	if info != nil {
+		if v := info.Main.Version; v != "" && v != develVersion {
 			bi.Version = v
 		}
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				bi.Commit = s.Value
+				revision = s.Value
 			case "vcs.time":
 				bi.Time = s.Value
 			case "vcs.modified":
@@ -54,11 +72,14 @@ func readBuildInfo(stampVersion, stampCommit string) buildInfo {
 			bi.GoVersion = info.GoVersion
 		}
 	}
+	bi.Commit = revision
 	if stampVersion != "" {
 		bi.Version = stampVersion
 	}
-	if stampCommit != "" {
-		bi.Commit, bi.Modified = stampCommit, false
+	if stampCommit != "" && stampCommit != revision {
+		// A commit the toolchain did not see: whether its tree was
+		// modified is unknown, and so is its time.
+		bi.Commit, bi.Modified, bi.Time = stampCommit, false, ""
 	}
 	return bi
 }

@@ -48,6 +48,7 @@ func openShared(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*share
 	defer cancel()
 	store, openErr := sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{
 		Observe: func(op sharedstore.Op, n int64, err error) { m.ObserveOp(string(op), storeResult(err), n) },
+		Logger:  log,
 	})
 	var ce *sharedstore.ConfigError
 	if errors.As(openErr, &ce) {

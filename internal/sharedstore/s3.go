@@ -2,12 +2,16 @@ package sharedstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 )
@@ -25,6 +30,51 @@ type s3Backend struct {
 	creds  aws.CredentialsProvider
 	bucket string
 	prefix string // "" or ending in '/'
+	log    *slog.Logger
+	getenv func(string) string // os.Getenv; what credentialsError reads
+}
+
+// imdsMayHelp reports whether the EC2 instance-metadata service may hold
+// credentials for endpoint: AWS's own S3 (no endpoint, or an amazonaws.com
+// one: a VPC endpoint, a FIPS one), not another server.
+func imdsMayHelp(endpoint string) bool {
+	if endpoint == "" {
+		return true
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return true // ParseURL checked it; the SDK will say what is wrong
+	}
+	h := strings.ToLower(u.Hostname())
+	return strings.HasSuffix(h, ".amazonaws.com") || strings.HasSuffix(h, ".amazonaws.com.cn")
+}
+
+// credentialSources are the variables that name where AWS credentials come
+// from; with none of them set, the SDK looks only in the default shared
+// files and at the instance or container role.
+var credentialSources = []string{
+	"AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+	"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+}
+
+// credentialsError is what a failed credential retrieval tells the
+// operator. Nothing configured is the common case (a laptop, a pod without
+// a role) and the SDK's answer to it is a chain of every provider it
+// tried, IMDS timeouts included: say what to set instead, and keep the
+// chain for debug. A source that was configured and failed (an expired SSO
+// profile, an unreadable token file) keeps the SDK's reason, which names it.
+func (b *s3Backend) credentialsError(err error) error {
+	var set []string
+	for _, v := range credentialSources {
+		if b.getenv(v) != "" {
+			set = append(set, v)
+		}
+	}
+	b.log.Debug("AWS credential retrieval failed", "configured", set, "err", err)
+	if len(set) == 0 {
+		return &ConfigError{Err: errors.New("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile (AWS_PROFILE), or a pod role (IRSA or EKS pod identity)")}
+	}
+	return &ConfigError{Err: fmt.Errorf("the AWS credentials configured (%s) could not be loaded: %w", strings.Join(set, ", "), err)}
 }
 
 // defaultRegion is used when neither the URL nor the AWS configuration names
@@ -32,10 +82,17 @@ type s3Backend struct {
 // redirect that check reports.
 const defaultRegion = "us-east-1"
 
-func newS3(ctx context.Context, loc Location) (*s3Backend, error) {
-	var opts []func(*config.LoadOptions) error
+func newS3(ctx context.Context, loc Location, log *slog.Logger) (*s3Backend, error) {
+	opts := []func(*config.LoadOptions) error{config.WithLogger(newSDKLogger(log))}
 	if loc.Region != "" {
 		opts = append(opts, config.WithRegion(loc.Region))
+	}
+	if !imdsMayHelp(loc.Endpoint) {
+		// An S3-compatible server (MinIO, Ceph) never takes an EC2
+		// instance role's credentials, so asking the instance-metadata
+		// service for them only costs the timeouts of a service that is
+		// not there and ends in a confusing error.
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
@@ -64,7 +121,7 @@ func newS3(ctx context.Context, loc Location) (*s3Backend, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	b := &s3Backend{c: c, creds: cfg.Credentials, bucket: loc.Bucket}
+	b := &s3Backend{c: c, creds: cfg.Credentials, bucket: loc.Bucket, log: cmp.Or(log, slog.New(slog.DiscardHandler)), getenv: os.Getenv}
 	if loc.Prefix != "" {
 		b.prefix = loc.Prefix + "/"
 	}
@@ -178,7 +235,7 @@ func (b *s3Backend) del(ctx context.Context, key string) error {
 // not answer is a plain error.
 func (b *s3Backend) check(ctx context.Context) error {
 	if _, err := b.creds.Retrieve(ctx); err != nil {
-		return &ConfigError{Err: fmt.Errorf("no usable AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give the pod a role): %w", err)}
+		return b.credentialsError(err)
 	}
 	_, err := b.c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &b.bucket})
 	if err == nil {

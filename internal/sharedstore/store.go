@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -89,6 +90,9 @@ type Options struct {
 	// ReadOnly skips the write probe: for tools that only list the store
 	// (cache store ls, du) with credentials that may not write.
 	ReadOnly bool
+	// Logger receives the AWS SDK's own log lines (at warn and debug)
+	// and the detail behind a credentials error; nil discards them.
+	Logger *slog.Logger
 }
 
 // Store is an opened shared store. It is safe for concurrent use.
@@ -110,7 +114,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	var b backend
 	switch loc.Scheme {
 	case "s3":
-		b, err = newS3(ctx, loc)
+		b, err = newS3(ctx, loc, opts.Logger)
 	case "file":
 		b, err = newFile(loc)
 	}
