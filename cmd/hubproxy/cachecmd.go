@@ -29,9 +29,10 @@ func newCacheCmd() *cobra.Command {
 		Long: `cache works on a cache directory directly (--cache-dir, HUBPROXY_CACHE_DIR or the
 config file); no server needs to run. ls and du only read. verify --fix and prune
 delete files: a running server keeps serving correctly (it refetches what vanished),
-but partials it is filling may fail once, so prefer a quiet cache.`,
+but partials it is filling may fail once, so prefer a quiet cache. rm removes a
+whole repo or revision, and so refuses a cache directory a server is using.`,
 	}
-	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd(), newCacheStoreCmd(),
+	cmd.AddCommand(newCacheLsCmd(), newCacheDuCmd(), newCacheVerifyCmd(), newCachePruneCmd(), newCacheRmCmd(), newCacheStoreCmd(),
 		newCachePinCmd(), newCacheUnpinCmd(), newCachePinsCmd())
 	return cmd
 }
@@ -278,9 +279,10 @@ huggingface_hub) downloads them again on the next request.`,
 
 func newCachePruneCmd() *cobra.Command {
 	var (
-		maxBytes, olderThan, staleAfter string
-		dryRun                          bool
+		o        cachemaint.PruneOptions
+		maxBytes = sizeValue{n: &o.MaxBytes}
 	)
+	o.StaleAfter = time.Hour
 	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Remove least recently used files down to a size, or unused for a while",
@@ -290,20 +292,18 @@ more until blobs and partials fit in --max-bytes. A blob goes with its snapshot
 links, a repository left empty goes entirely, and orphaned temporary files go
 too. Pinned repos (hubproxy cache pin, config key pins) are kept, and so are
 partial files written within --stale-after, as a running server may be filling
-them.`,
+them. Durations are written as in the config file: 90m, 36h, 720h (no days).`,
 		Example: `  hubproxy cache prune --max-bytes 500GiB
-  hubproxy cache prune --older-than 30d --dry-run`,
+  hubproxy cache prune --older-than 720h --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var o cachemaint.PruneOptions
-			var err error
-			if o.MaxBytes, o.OlderThan, err = pruneLimits(maxBytes, olderThan, "the cache; remove the directory instead"); err != nil {
-				return err
+			f := cmd.Flags()
+			if !f.Changed("max-bytes") && !f.Changed("older-than") {
+				return errors.New("give --max-bytes, --older-than or both")
 			}
-			if o.StaleAfter, err = parseAge(staleAfter); err != nil {
-				return fmt.Errorf("--stale-after: %w", err)
+			if f.Changed("max-bytes") && o.MaxBytes == 0 {
+				return errors.New("--max-bytes 0 would empty the cache; remove the directory instead")
 			}
-			o.DryRun = dryRun
 			cfg, err := loadConfig(cmd.Flags())
 			if err != nil {
 				return err
@@ -318,10 +318,10 @@ them.`,
 	}
 	addCacheDirFlags(cmd.Flags())
 	f := cmd.Flags()
-	f.StringVar(&maxBytes, "max-bytes", "", "target size of blobs plus partials (100GiB, 1.5TB, …)")
-	f.StringVar(&olderThan, "older-than", "", "remove files unused for this long (90m, 36h, 30d, 2w)")
-	f.StringVar(&staleAfter, "stale-after", "1h", "keep partial and temporary files written more recently than this")
-	f.BoolVar(&dryRun, "dry-run", false, "print what would be removed, remove nothing")
+	f.Var(&maxBytes, "max-bytes", "target size of blobs plus partials (100GiB, 1.5TB, …)")
+	f.Var(&durationValue{d: &o.OlderThan}, "older-than", "remove files unused for this long (90m, 36h, 720h)")
+	f.Var(&durationValue{d: &o.StaleAfter}, "stale-after", "keep partial and temporary files written more recently than this")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print what would be removed, remove nothing")
 	return cmd
 }
 
@@ -356,8 +356,10 @@ func printPrune(w io.Writer, rep cachemaint.PruneReport, o cachemaint.PruneOptio
 	}
 }
 
-// pruneLimits parses prune's --max-bytes and --older-than, at least one of
-// which is required; a zero size would empty what empties says.
+// pruneLimits parses a prune's --max-bytes and --older-than (cache store
+// prune's), at least one of which is required; a zero size would empty
+// what empties says. Durations are the config file's (parseDuration), so a
+// flag and a config key accept the same values.
 func pruneLimits(maxBytes, olderThan, empties string) (size int64, age time.Duration, err error) {
 	if maxBytes == "" && olderThan == "" {
 		return 0, 0, errors.New("give --max-bytes, --older-than or both")
@@ -371,29 +373,69 @@ func pruneLimits(maxBytes, olderThan, empties string) (size int64, age time.Dura
 		}
 	}
 	if olderThan != "" {
-		if age, err = parseAge(olderThan); err != nil {
+		if age, err = parseDuration(olderThan); err != nil {
 			return 0, 0, fmt.Errorf("--older-than: %w", err)
 		}
 	}
 	return size, age, nil
 }
 
-// parseAge reads a time.ParseDuration value, plus whole days ("30d") and
-// weeks ("2w"), which retention periods are usually given in.
-func parseAge(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			v, err := strconv.ParseFloat(n, 64)
-			if err != nil || v < 0 || v > 1e5 {
-				return 0, fmt.Errorf("%q is not a duration (examples: 90m, 36h, 30d, 2w)", s)
+func newCacheRmCmd() *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "rm REPO[@REV]",
+		Short: "Remove a repository, or one revision of it, from the cache directory",
+		Long: `rm removes REPO ("[datasets/|spaces/]namespace/name") from the cache directory,
+as hf cache rm does: all of it, or with @REV (a branch or tag the cache knows, or
+a commit) that revision's snapshot, the refs naming it, and the files only it
+uses; files another cached revision also uses are kept. It refuses while a
+server uses the cache directory (stop the server first); --dry-run only reads,
+and says what would go. Pins are left as they are.`,
+		Example: `  hubproxy cache rm org/model
+  hubproxy cache rm --dry-run org/model@refs/pr/1
+  hubproxy cache rm datasets/org/data@0123456789abcdef0123456789abcdef01234567`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// The grammar of a pin, whose errors begin "pin": not rm's word.
+			p, err := cache.ParsePin(args[0])
+			if err != nil {
+				return fmt.Errorf("%s (want [datasets/|spaces/]namespace/name[@revision])", strings.TrimPrefix(err.Error(), "pin "))
 			}
-			return time.Duration(v * float64(unit)), nil
-		}
+			dir, err := cacheDir(cmd)
+			if err != nil {
+				return err
+			}
+			rep, err := cachemaint.Remove(cmd.Context(), dir, p.Repo, p.Rev, dryRun)
+			if errors.Is(err, cache.ErrLocked) {
+				return fmt.Errorf("%w; rm needs the cache to itself: stop the server first (or see what would go with --dry-run)", err)
+			}
+			if err != nil && len(rep.Commits) == 0 {
+				return err
+			}
+			printRemove(cmd.OutOrStdout(), p, rep, dryRun)
+			return err
+		},
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q is not a duration (examples: 90m, 36h, 30d, 2w)", s)
+	addCacheDirFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be removed, remove nothing")
+	return cmd
+}
+
+func printRemove(w io.Writer, p cache.Pin, rep cachemaint.RemoveReport, dry bool) {
+	verb := "removed"
+	if dry {
+		verb = "would remove"
 	}
-	return d, nil
+	what := p.String()
+	if p.Rev != "" && p.Rev != rep.Commits[0] {
+		what += " (" + rep.Commits[0][:12] + ")"
+	}
+	fmt.Fprintf(w, "%s %s: %s, %s", verb, what, plural(len(rep.Blobs), "file"), bytesize.Human(rep.Bytes))
+	if p.Rev == "" {
+		fmt.Fprintf(w, ", %s", plural(len(rep.Commits), "revision"))
+	}
+	if rep.Kept > 0 {
+		fmt.Fprintf(w, "; kept %s another cached revision uses", plural(rep.Kept, "file"))
+	}
+	fmt.Fprintln(w)
 }

@@ -123,11 +123,11 @@ func TestCachePruneFreesToTarget(t *testing.T) {
 	if _, err := runCmd(t, "cache", "prune", "--cache-dir", dir); err == nil {
 		t.Error("prune without a target accepted")
 	}
-	out, err = runCmd(t, "cache", "prune", "--cache-dir", dir, "--older-than", "30d", "--dry-run")
+	out, err = runCmd(t, "cache", "prune", "--cache-dir", dir, "--older-than", "720h", "--dry-run")
 	if err != nil || !strings.Contains(out, "would remove") {
 		t.Fatalf("prune --older-than --dry-run: %v\n%s", err, out)
 	}
-	out, err = runCmd(t, "cache", "prune", "--cache-dir", dir, "--older-than", "30d")
+	out, err = runCmd(t, "cache", "prune", "--cache-dir", dir, "--older-than", "720h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +136,16 @@ func TestCachePruneFreesToTarget(t *testing.T) {
 	}
 }
 
-func TestParseAge(t *testing.T) {
-	for in, want := range map[string]time.Duration{"90m": 90 * time.Minute, "36h": 36 * time.Hour, "30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1.5d": 36 * time.Hour} {
-		if got, err := parseAge(in); err != nil || got != want {
-			t.Errorf("parseAge(%q) = %v, %v", in, got, err)
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Hour: "1h", time.Minute: "1m", 90 * time.Minute: "1h30m", 30 * time.Second: "30s", 0: "0",
+		time.Hour + time.Second: "1h0m1s", 1500 * time.Millisecond: "1.5s"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
-	}
-	for _, in := range []string{"", "-1h", "xd", "3 days"} {
-		if _, err := parseAge(in); err == nil {
-			t.Errorf("parseAge(%q) accepted", in)
+		if d != 0 {
+			if back, err := parseDuration(shortDuration(d)); err != nil || back != d {
+				t.Errorf("parseDuration(%q) = %v, %v; want %v", shortDuration(d), back, err, d)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,16 +19,16 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/app"
-	"github.com/hubproxy/hubproxy/internal/bytesize"
 	"github.com/hubproxy/hubproxy/internal/gpu"
 )
 
 func newGPUCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "gpu", Short: "GPU staging tools"}
 	var (
-		device            int
-		size, driverPath  string
-		tensorMiB, budget int
+		device, tensorMiB int
+		driverPath        string
+		size              int64 = 1 << 30
+		budget            int64
 	)
 	bench := &cobra.Command{
 		Use:   "bench",
@@ -43,19 +44,18 @@ and prints the ratios, then checks that no lease and no device memory is
 left behind. It needs a binary built with -tags cuda and a driver.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := bytesize.Parse(size)
-			if err != nil {
-				return fmt.Errorf("--size: %w", err)
+			if size <= 0 || tensorMiB <= 0 {
+				return errors.New("--size and --tensor-mib must be above 0")
 			}
-			return runGPUBench(cmd.Context(), cmd.OutOrStdout(), driverPath, device, n, int64(tensorMiB)<<20, int64(budget))
+			return runGPUBench(cmd.Context(), cmd.OutOrStdout(), driverPath, device, size, int64(tensorMiB)<<20, budget)
 		},
 	}
 	f := bench.Flags()
 	f.IntVar(&device, "device", 0, "GPU index")
-	f.StringVar(&size, "size", "1GiB", "bytes to copy in each measurement")
+	f.Var(&sizeValue{&size}, "size", "bytes to copy in each measurement (1GiB, 512MiB, …)")
 	f.IntVar(&tensorMiB, "tensor-mib", 64, "size of each tensor of the synthetic model, MiB")
 	f.StringVar(&driverPath, "driver-path", app.Defaults().GPUDriverPath, "CUDA driver library")
-	f.IntVar(&budget, "budget", 0, "device budget in bytes (0 = 90% of the device)")
+	f.Var(&sizeValue{&budget}, "budget", "device budget, as a size (default: 90% of the device)")
 	cmd.AddCommand(bench)
 	return cmd
 }

@@ -30,7 +30,9 @@ and prints every tensor with its dtype, shape, size and file.
 
 With --server it asks a running hubproxy (and so uses, and fills, its cache);
 without, it reads straight from the upstream through a cache in --cache-dir.
-Either way it sends --token (default $HF_TOKEN), as pull does.`,
+With no flag saying which, HF_ENDPOINT, if set, names the hubproxy to ask
+(unless it is the Hugging Face Hub itself). Either way it sends --token
+(default $HF_TOKEN), as pull does.`,
 		Example: `  hubproxy ls Qwen/Qwen3-0.6B
   hubproxy ls --server localhost:8080 --json org/model`,
 		Args: cobra.ExactArgs(1),

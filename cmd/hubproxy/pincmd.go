@@ -22,12 +22,17 @@ func newCachePinCmd() *cobra.Command {
 pin list. Its files the cache holds are never evicted or pruned; with @REV, only
 the files of that revision (a branch follows its moves). A running server reads
 the list at its next eviction; no restart is needed. pin does not download
-anything: pull the model to have it all.`,
+anything: pull the model to have it all. A repo not cached yet can be pinned
+(a note says so): its files are kept from the moment they are fetched.`,
 		Example: `  hubproxy cache pin meta-llama/Llama-3.1-8B-Instruct@main
   hubproxy cache pin datasets/org/eval-set`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changePin(cmd, args[0], cachemaint.AddPin, "pinned", "already pinned")
+			p, err := changePin(cmd, args[0], cachemaint.AddPin, "pinned", "already pinned")
+			if err != nil {
+				return err
+			}
+			return noteUncachedPin(cmd, p)
 		},
 	}
 	addCacheDirFlags(cmd.Flags())
@@ -37,34 +42,64 @@ anything: pull the model to have it all.`,
 func newCacheUnpinCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unpin REPO[@REV]",
-		Short: "Remove a pin that `cache pin` recorded",
+		Short: "Remove a pin that cache pin recorded",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changePin(cmd, args[0], cachemaint.RemovePin, "unpinned", "not pinned in the cache directory")
+			_, err := changePin(cmd, args[0], cachemaint.RemovePin, "unpinned", "not pinned in the cache directory")
+			return err
 		},
 	}
 	addCacheDirFlags(cmd.Flags())
 	return cmd
 }
 
-func changePin(cmd *cobra.Command, arg string, change func(string, cache.Pin) (bool, error), did, didNot string) error {
+func changePin(cmd *cobra.Command, arg string, change func(string, cache.Pin) (bool, error), did, didNot string) (cache.Pin, error) {
 	p, err := cache.ParsePin(arg)
 	if err != nil {
-		return err
+		return p, err
 	}
 	dir, err := cacheDir(cmd)
 	if err != nil {
-		return err
+		return p, err
 	}
 	changed, err := change(dir, p)
 	if err != nil {
-		return err
+		return p, err
 	}
 	if changed {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", did, p)
 	} else {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", p, didNot)
 	}
+	return p, nil
+}
+
+// noteUncachedPin tells, on stderr, that a pin covers no file of the cache
+// yet: a typo in the repo id looks just like that, and a pin made before
+// its pull is fine but keeps nothing until then.
+func noteUncachedPin(cmd *cobra.Command, p cache.Pin) error {
+	dir, err := cacheDir(cmd)
+	if err != nil {
+		return err
+	}
+	entries, err := cachemaint.List(dir)
+	if err != nil {
+		return err
+	}
+	cover := cache.ResolvePins(dir, []cache.Pin{p})
+	for _, e := range entries {
+		if cover.Covers(e.Repo, e.ETag) {
+			return nil
+		}
+	}
+	pull := "hubproxy pull " + p.Repo.ID()
+	if t := p.Repo.Type(); t != hub.Model {
+		pull += " --repo-type " + string(t)
+	}
+	if p.Rev != "" {
+		pull += " --revision " + p.Rev
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is not in the cache yet; it is pinned anyway, and its files are kept once fetched (%s)\n", p, pull)
 	return nil
 }
 

@@ -30,7 +30,7 @@ func TestCachePinKeepsARepoFromPrune(t *testing.T) {
 	if out, err := runCmd(t, "cache", "pins", "--cache-dir", dir); err != nil || !strings.Contains(out, "org/m@main\t(cache pin)") {
 		t.Fatalf("pins: %v\n%s", err, out)
 	}
-	out, err := runCmd(t, "cache", "prune", "--older-than", "30d", "--cache-dir", dir)
+	out, err := runCmd(t, "cache", "prune", "--older-than", "720h", "--cache-dir", dir)
 	if err != nil || !strings.Contains(out, "removed 0 files") || !strings.Contains(out, "kept") {
 		t.Fatalf("prune of a pinned repo: %v\n%s", err, out)
 	}
@@ -42,7 +42,7 @@ func TestCachePinKeepsARepoFromPrune(t *testing.T) {
 	if out, err := runCmd(t, "cache", "unpin", "org/m@main", "--cache-dir", dir); err != nil || !strings.Contains(out, "unpinned") {
 		t.Fatalf("unpin: %v\n%s", err, out)
 	}
-	if out, err := runCmd(t, "cache", "prune", "--older-than", "30d", "--cache-dir", dir); err != nil || !strings.Contains(out, "removed 5 files") {
+	if out, err := runCmd(t, "cache", "prune", "--older-than", "720h", "--cache-dir", dir); err != nil || !strings.Contains(out, "removed 5 files") {
 		t.Fatalf("prune after unpin: %v\n%s", err, out)
 	}
 	if _, err := runCmd(t, "cache", "pin", "org/../m", "--cache-dir", dir); err == nil {

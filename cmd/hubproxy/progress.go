@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,10 +17,13 @@ import (
 
 // Progress display for pull. On a terminal one line is redrawn in place:
 //
-//	[=========>              ] 1.2 GiB / 3.4 GiB  210.0 MiB/s  ETA 10s  model-00001-of-00002.safetensors
+//	[=========>              ] 1.2 GiB / 3.4 GiB  210.0 MiB/s  ETA 10s  model-00001-of-00002.safetensors +1
 //
-// Anywhere else (a log, CI) it prints a line per finished file and, every
-// plainEvery, an "x of y" line, so the output stays readable.
+// naming the largest file in flight (the one the wait is for; "+1": one
+// more in flight), not merely the last one started. Anywhere else (a log,
+// CI) it prints a line per finished file, saying whether the server had it
+// (hit) or fetched it, and, every plainEvery, an "x of y" line, so the
+// output stays readable.
 
 // The progress modes of --progress.
 const (
@@ -58,12 +62,13 @@ type progress struct {
 	done atomic.Int64 // bytes received so far
 
 	mu       sync.Mutex
-	current  string    // the file most recently started
-	lastT    time.Time // the previous rate sample
+	inFlight map[string]int64 // path → size of the files being downloaded
+	finished int              // files done
+	lastT    time.Time        // the previous rate sample
 	lastB    int64
 	rate     float64 // bytes/s, smoothed; 0 until measured
 	drawn    int     // width of the last bar line, to blank what is left of it
-	finished bool
+	ended    bool    // finish ran
 }
 
 func newProgress(w io.Writer, mode string, total int64) *progress {
@@ -78,7 +83,7 @@ func newProgress(w io.Writer, mode string, total int64) *progress {
 		every = barEvery
 	}
 	now := time.Now()
-	return &progress{w: w, mode: mode, total: total, now: time.Now, start: now, lastT: now, every: every}
+	return &progress{w: w, mode: mode, total: total, now: time.Now, start: now, lastT: now, every: every, inFlight: map[string]int64{}}
 }
 
 // Write counts bytes, so a download can be io.Copy'd through the progress.
@@ -87,21 +92,66 @@ func (p *progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// startFile names the file the bar shows.
-func (p *progress) startFile(name string) {
+// add counts n more bytes done, for progress reported rather than copied.
+func (p *progress) add(n int64) { p.done.Add(n) }
+
+// startFile adds a file to those in flight, which the bar names.
+func (p *progress) startFile(name string, size int64) {
 	p.mu.Lock()
-	p.current = name
+	p.inFlight[name] = size
 	p.mu.Unlock()
 }
 
-// finishFile reports a completed file on its own line (plain mode).
-func (p *progress) finishFile(name string, size int64) {
+// abandonFile takes a failed file out of those in flight.
+func (p *progress) abandonFile(name string) {
+	p.mu.Lock()
+	delete(p.inFlight, name)
+	p.mu.Unlock()
+}
+
+// finishFile takes a completed file out of those in flight and, in plain
+// mode, reports it on its own line: a hit if the server had all of it
+// (came is the server's cacheHeader), fetched if it went upstream.
+func (p *progress) finishFile(name string, size int64, came string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.inFlight, name)
+	p.finished++
 	if p.mode != progressPlain {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "fetched %s (%s)\n", name, bytesize.Human(size))
+	verb := "fetched"
+	switch came {
+	case cameHit:
+		verb = "hit"
+	case camePartial:
+		verb = "fetched the rest of"
+	case cameUnknown:
+		verb = "downloaded" // a server that does not say whether it had it
+	}
+	fmt.Fprintf(p.w, "%s %s (%s)\n", verb, name, bytesize.Human(size))
+}
+
+// currentLocked is what the bar names: the largest file in flight, and how
+// many more are; with none in flight, how many are done.
+func (p *progress) currentLocked() string {
+	if len(p.inFlight) == 0 {
+		return plural(p.finished, "file")
+	}
+	var name string
+	var size int64 = -1
+	for n, sz := range p.inFlight {
+		if sz > size || sz == size && n < name {
+			name, size = n, sz
+		}
+	}
+	if len(name) > maxNameLen {
+		name = "…" + name[len(name)-maxNameLen+1:]
+	}
+	if more := len(p.inFlight) - 1; more > 0 {
+		name += " +" + strconv.Itoa(more)
+	}
+	return name
 }
 
 // run redraws the bar, or prints a plain progress line, until ctx ends.
@@ -124,7 +174,7 @@ func (p *progress) run(ctx context.Context) {
 func (p *progress) tick() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.finished {
+	if p.ended {
 		return
 	}
 	now := p.now()
@@ -175,12 +225,8 @@ func (p *progress) barLocked() string {
 	if fill < barWidth {
 		bar += ">" + strings.Repeat(" ", barWidth-fill-1)
 	}
-	name := p.current
-	if len(name) > maxNameLen {
-		name = "…" + name[len(name)-maxNameLen+1:]
-	}
 	return fmt.Sprintf("[%s] %s / %s  %s/s  ETA %s  %s", bar, bytesize.Human(done), bytesize.Human(p.total),
-		bytesize.Human(int64(p.rate)), p.etaLocked(), name)
+		bytesize.Human(int64(p.rate)), p.etaLocked(), p.currentLocked())
 }
 
 // drawLocked redraws the bar line in place, blanking leftovers of a longer
@@ -206,10 +252,10 @@ func (p *progress) lineLocked() string {
 func (p *progress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.finished {
+	if p.ended {
 		return
 	}
-	p.finished = true
+	p.ended = true
 	now := p.now()
 	elapsed := now.Sub(p.start)
 	if s := elapsed.Seconds(); s > 0 {

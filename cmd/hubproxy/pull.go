@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"path"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,32 +24,48 @@ import (
 type pullOptions struct {
 	repo     hub.Repo
 	revision string
-	include  []string
+	include  []string // huggingface_hub's allow_patterns (hub.SelectFile)
+	exclude  []string // its ignore_patterns
+	files    []string // exact paths, as hf download REPO FILE... takes them
 	jobs     int
 	progress string
 }
 
 func newPullCmd() *cobra.Command {
 	var (
-		o                      pullOptions
-		remote                 remoteFlags
-		repoType, progressMode string
+		o                                 pullOptions
+		remote                            remoteFlags
+		repoType, progressMode, adminAddr string
 	)
 	cmd := &cobra.Command{
-		Use:   "pull <repo>",
+		Use:   "pull REPO [FILE...]",
 		Short: "Prefetch a repository into the cache",
-		Long: `pull downloads every file of a repository (or those matching --include) so that
-later requests are served from the cache.
+		Long: `pull downloads every file of a repository, or the FILEs named, or those that
+--include and --exclude select, so that later requests are served from the cache.
 
-With --server it goes through a running hubproxy, filling that server's cache.
-Without, it runs hubproxy in process over --upstream and fills --cache-dir directly;
-it refuses a cache directory a running server is using (use --server then).
+--include and --exclude are huggingface_hub's allow_patterns and ignore_patterns:
+shell-style patterns matched against the whole path, where * also matches "/"
+("original/*" is everything under original/), and a pattern ending in "/" means
+the folder's whole content. A file is pulled if it matches an --include (or none
+is given) and no --exclude.
 
-Progress is a single updating line on a terminal, plain lines otherwise.`,
+With --server it fills that hubproxy's cache. Where its admin API is reachable
+(--admin; by default HUBPROXY_ADMIN_LISTEN, or serve's default socket for a server
+on this machine) the server does it itself and pull shows its progress; else pull
+downloads every file through it, which fills its cache too but moves every byte
+to this machine (it says so). Without --server, it runs hubproxy in process over
+--upstream and fills --cache-dir directly; it refuses a cache directory a running
+server is using (use --server then). With no flag saying which, HF_ENDPOINT, if
+set, names the hubproxy to go through (unless it is the Hugging Face Hub itself).
+
+Each file is reported as a hit (the server had it) or fetched. Progress is a
+single updating line on a terminal, plain lines otherwise.`,
 		Example: `  hubproxy pull --server http://hubproxy:8080 Qwen/Qwen3-0.6B
   hubproxy pull --cache-dir /models/cache --include '*.safetensors' --include '*.json' org/model
+  hubproxy pull --include 'original/' --exclude '*.pth' org/model
+  hubproxy pull org/model config.json tokenizer.json
   hubproxy pull --repo-type dataset org/data`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			typ, id := hub.Model, args[0]
 			if rest, ok := strings.CutPrefix(id, "datasets/"); ok {
@@ -65,9 +82,13 @@ Progress is a single updating line on a terminal, plain lines otherwise.`,
 			if err := hub.ValidRevision(o.revision); err != nil {
 				return err
 			}
-			for _, g := range o.include {
-				if _, err := path.Match(g, ""); err != nil {
-					return fmt.Errorf("--include %q: %w", g, err)
+			o.files = args[1:]
+			if len(o.files) > 0 && len(o.include)+len(o.exclude) > 0 {
+				return errors.New("give file names or --include/--exclude, not both: the names already say which files to pull")
+			}
+			for _, f := range o.files {
+				if err := hub.ValidPath(f); err != nil {
+					return fmt.Errorf("file %q: %w", f, err)
 				}
 			}
 			o.repo, o.progress = repo, progressMode
@@ -76,15 +97,29 @@ Progress is a single updating line on a terminal, plain lines otherwise.`,
 				return err
 			}
 			defer cleanup()
+			if c.base != inProcessURL {
+				addr, why := adminTarget(adminAddr, c.base)
+				if addr != "" {
+					err := prefetchOnServer(cmd.Context(), addr, c.token, o, cmd.OutOrStdout())
+					var np *errNoPrefetch
+					if !errors.As(err, &np) {
+						return err
+					}
+					why = np.why
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: not prefetching server-side: %s; streaming every byte back to this machine instead\n", why)
+			}
 			return runPull(cmd.Context(), c, o, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.revision, "revision", "main", "branch, tag or commit")
-	f.StringArrayVar(&o.include, "include", nil, "only files whose path or base name matches this glob (repeatable)")
+	f.Var(&patternsValue{&o.include}, "include", "pull only files whose path matches this pattern, as allow_patterns (repeatable)")
+	f.Var(&patternsValue{&o.exclude}, "exclude", "skip files whose path matches this pattern, as ignore_patterns (repeatable)")
 	f.StringVar(&repoType, "repo-type", "model", "model, dataset or space")
 	f.IntVar(&o.jobs, "jobs", 4, "files downloaded at once")
 	f.StringVar(&progressMode, "progress", progressAuto, "auto, bar, plain or none")
+	f.StringVar(&adminAddr, "admin", "", "admin API of the --server hubproxy, unix:///path or host:port, to prefetch server-side (default: HUBPROXY_ADMIN_LISTEN, or serve's default socket for a server on this machine)")
 	addRemoteFlags(f, &remote, "cache to fill when --server is not set")
 	return cmd
 }
@@ -158,44 +193,103 @@ func (c *hubClient) list(ctx context.Context, repo hub.Repo, commit string) ([]r
 	return files, nil
 }
 
+// cacheHeader is the header hubproxy answers a file GET with: whether the
+// file was a hit (all of it cached), partly cached, or a miss.
+const cacheHeader = "X-Hubproxy-Cache"
+
+// How a file came: what cacheHeader said, or unknown from a server that
+// is no hubproxy.
+const (
+	cameHit     = "hit"
+	cameMiss    = "miss"
+	camePartial = "partial"
+	cameUnknown = ""
+)
+
 // fetch downloads one file at commit through the proxy, which caches it,
-// and checks its length against the listing.
-func (c *hubClient) fetch(ctx context.Context, repo hub.Repo, commit string, f remoteFile, prog *progress) error {
+// checks its length against the listing, and says how it came (cacheHeader).
+func (c *hubClient) fetch(ctx context.Context, repo hub.Repo, commit string, f remoteFile, prog *progress) (string, error) {
 	segs := strings.Split(f.Path, "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
 	resp, err := c.get(ctx, c.base+"/"+repo.Type().URLPrefix()+repo.ID()+"/resolve/"+commit+"/"+strings.Join(segs, "/"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(prog, resp.Body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
+		return "", fmt.Errorf("%s: %w", f.Path, err)
 	}
 	if n != f.Size {
-		return &SizeMismatchError{Path: f.Path, Want: f.Size, Got: n}
+		return "", &SizeMismatchError{Path: f.Path, Want: f.Size, Got: n}
 	}
-	return nil
+	switch came := resp.Header.Get(cacheHeader); came {
+	case cameHit, cameMiss, camePartial:
+		return came, nil
+	}
+	return cameUnknown, nil
 }
 
-// matches reports whether p matches any glob, by full path or base name.
-// No globs match everything.
-func matches(p string, globs []string) bool {
-	if len(globs) == 0 {
-		return true
-	}
-	for _, g := range globs {
-		if ok, _ := path.Match(g, p); ok {
-			return true
+// selectFiles picks the files o names, or those its patterns select.
+// A named file the listing lacks is an error naming it.
+func selectFiles(all []remoteFile, o pullOptions) ([]remoteFile, error) {
+	var files []remoteFile
+	if len(o.files) > 0 {
+		byPath := make(map[string]remoteFile, len(all))
+		for _, f := range all {
+			byPath[f.Path] = f
 		}
-		if ok, _ := path.Match(g, path.Base(p)); ok {
-			return true
+		var missing []string
+		for _, name := range o.files {
+			f, ok := byPath[name]
+			if !ok {
+				missing = append(missing, name)
+				continue
+			}
+			if !slices.ContainsFunc(files, func(g remoteFile) bool { return g.Path == name }) {
+				files = append(files, f)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("%s@%s has no file %s (of %s; paths are relative to the repo root)",
+				o.repo, o.revision, strings.Join(quoteAll(missing), ", "), plural(len(all), "file"))
+		}
+		return files, nil
+	}
+	for _, f := range all {
+		if hub.SelectFile(f.Path, o.include, o.exclude) {
+			files = append(files, f)
 		}
 	}
-	return false
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s@%s: no file matches --include %q --exclude %q (of %s)", o.repo, o.revision, o.include, o.exclude, plural(len(all), "file"))
+	}
+	return files, nil
 }
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strconv.Quote(v)
+	}
+	return out
+}
+
+// patternsValue is a repeatable --include or --exclude. Every fnmatch
+// pattern is valid, so Set only collects.
+type patternsValue struct{ p *[]string }
+
+func (v *patternsValue) Set(s string) error {
+	if s == "" {
+		return errors.New("an empty pattern matches no file")
+	}
+	*v.p = append(*v.p, s)
+	return nil
+}
+func (v *patternsValue) Type() string   { return "pattern" }
+func (v *patternsValue) String() string { return strings.Join(*v.p, ",") }
 
 // runPull lists, filters and downloads, jobs files at a time.
 func runPull(ctx context.Context, c *hubClient, o pullOptions, out io.Writer) error {
@@ -207,16 +301,13 @@ func runPull(ctx context.Context, c *hubClient, o pullOptions, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	var files []remoteFile
-	var total int64
-	for _, f := range all {
-		if matches(f.Path, o.include) {
-			files = append(files, f)
-			total += f.Size
-		}
+	files, err := selectFiles(all, o)
+	if err != nil {
+		return err
 	}
-	if len(files) == 0 {
-		return fmt.Errorf("%s@%s: no file matches %q (of %s)", o.repo, o.revision, o.include, plural(len(all), "file"))
+	var total int64
+	for _, f := range files {
+		total += f.Size
 	}
 	fmt.Fprintf(out, "pulling %s@%s (%s): %s, %s\n", o.repo, o.revision, commit[:12], plural(len(files), "file"), bytesize.Human(total))
 
@@ -232,19 +323,27 @@ func runPull(ctx context.Context, c *hubClient, o pullOptions, out io.Writer) er
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
+		hits int
 	)
 	for range max(1, o.jobs) {
 		wg.Go(func() {
 			for f := range work {
-				prog.startFile(f.Path)
-				if err := c.fetch(ctx, o.repo, commit, f, prog); err != nil {
+				prog.startFile(f.Path, f.Size)
+				came, err := c.fetch(ctx, o.repo, commit, f, prog)
+				if err != nil {
+					prog.abandonFile(f.Path)
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
 					cancel() // the first failure stops the pull
 					continue
 				}
-				prog.finishFile(f.Path, f.Size)
+				if came == cameHit {
+					mu.Lock()
+					hits++
+					mu.Unlock()
+				}
+				prog.finishFile(f.Path, f.Size, came)
 			}
 		})
 	}
@@ -268,6 +367,17 @@ feed:
 		return errs[0]
 	}
 	elapsed := time.Since(prog.start).Round(time.Millisecond)
-	fmt.Fprintf(out, "pulled %s (%s) of %s at %s in %s\n", plural(len(files), "file"), bytesize.Human(total), o.repo, commit, elapsed)
+	fmt.Fprintf(out, "pulled %s (%s) of %s at %s in %s%s\n", plural(len(files), "file"), bytesize.Human(total), o.repo, commit, elapsed, hitSummary(hits, len(files)))
 	return nil
+}
+
+// hitSummary says how many of n files the server already had.
+func hitSummary(hits, n int) string {
+	switch {
+	case hits == 0:
+		return ""
+	case hits == n:
+		return ": all already cached"
+	}
+	return fmt.Sprintf(": %d already cached, %d fetched", hits, n-hits)
 }

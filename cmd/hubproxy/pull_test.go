@@ -100,17 +100,19 @@ func TestPullInProcessShowsProgressAndFillsCache(t *testing.T) {
 		}
 	}
 
-	// --include filters by path or base name; a second pull is served
-	// from the cache without fetching any file body again.
+	// --include matches whole paths, "*" crossing "/"; a second pull is
+	// served from the cache without fetching any file body again, and
+	// says so file by file.
 	before := h.Counters().BodyBytes
-	out, err = runCmd(t, "pull", "--upstream", h.URL, "--cache-dir", dir, "--progress", "none", "--include", "*.json", "org/m")
-	if err != nil || !strings.Contains(out, ": 3 files") || strings.Contains(out, "fetched") {
+	out, err = runCmd(t, "pull", "--upstream", h.URL, "--cache-dir", dir, "--progress", "plain", "--include", "*.json", "org/m")
+	if err != nil || !strings.Contains(out, ": 3 files") || strings.Contains(out, "fetched") ||
+		!strings.Contains(out, "hit tok/tokenizer.json (4.88 KiB)") || !strings.Contains(out, ": all already cached") {
 		t.Errorf("pull --include '*.json': %v\n%s", err, out)
 	}
 	if got := h.Counters().BodyBytes - before; got != 0 {
 		t.Errorf("a pull of cached files fetched %d body bytes upstream", got)
 	}
-	if _, err := runCmd(t, "pull", "--upstream", h.URL, "--cache-dir", dir, "--include", "*.gguf", "org/m"); err == nil || !strings.Contains(err.Error(), "no file matches") {
+	if _, err := runCmd(t, "pull", "--upstream", h.URL, "--cache-dir", dir, "--include", "*.gguf", "org/m"); err == nil || !strings.Contains(err.Error(), "no file matches --include") {
 		t.Errorf("pull with nothing matching: %v", err)
 	}
 }
@@ -126,12 +128,17 @@ func TestPullThroughServerDrawsBar(t *testing.T) {
 	srv := httptest.NewServer(built.Main)
 	defer srv.Close()
 
+	// No admin API there: pull streams the bytes, and says so.
+	t.Setenv("HUBPROXY_ADMIN_LISTEN", closedAddr(t))
 	out, err := runCmd(t, "pull", "--server", srv.URL, "--progress", "bar", "--include", "model-*", "org/m")
 	if err != nil {
 		t.Fatalf("pull --server: %v\n%s", err, out)
 	}
-	if !regexp.MustCompile(`\r\[=+\] [0-9.]+ KiB / [0-9.]+ KiB  .*/s  ETA 0s  model-0000[12]-of-00002\.safetensors\s*\n`).MatchString(out) {
+	if !regexp.MustCompile(`\r\[=+\] [0-9.]+ KiB / [0-9.]+ KiB  .*/s  ETA 0s  2 files\s*\n`).MatchString(out) {
 		t.Errorf("no final bar line in %q", out)
+	}
+	if !strings.Contains(out, "note: not prefetching server-side: no admin API at ") || !strings.Contains(out, "streaming every byte back to this machine") {
+		t.Errorf("pull --server without an admin API does not say it streams:\n%s", out)
 	}
 	for _, f := range files[:2] {
 		if _, err := os.Stat(filepath.Join(dir, "models--org--m", "blobs", blobName(f))); err != nil {
@@ -148,6 +155,7 @@ func TestPullThroughServerDrawsBar(t *testing.T) {
 // TestPullChecksSizes runs pull against a server whose file is shorter than
 // its listing says.
 func TestPullChecksSizes(t *testing.T) {
+	t.Setenv("HUBPROXY_ADMIN_LISTEN", closedAddr(t)) // no admin API: pull downloads
 	commit := strings.Repeat("a", 40)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -178,7 +186,7 @@ func TestProgressRendering(t *testing.T) {
 	clock := t0
 	p := newProgress(&buf, progressBar, 1000)
 	p.now, p.start, p.lastT = func() time.Time { return clock }, t0, t0
-	p.startFile("model-00001-of-00002.safetensors")
+	p.startFile("model-00001-of-00002.safetensors", 600)
 	p.Write(make([]byte, 500))
 	clock = t0.Add(time.Second)
 	p.tick()
@@ -187,7 +195,8 @@ func TestProgressRendering(t *testing.T) {
 		t.Errorf("bar:\n got %q\nwant %q", buf.String(), want)
 	}
 	buf.Reset()
-	p.startFile("c.json")
+	p.finishFile("model-00001-of-00002.safetensors", 600, cameMiss)
+	p.startFile("c.json", 400)
 	p.Write(make([]byte, 500))
 	clock = t0.Add(2 * time.Second)
 	p.finish()

@@ -53,7 +53,7 @@ type remoteFlags struct {
 // cacheHelp says what the command does with --cache-dir.
 func addRemoteFlags(f *pflag.FlagSet, r *remoteFlags, cacheHelp string) {
 	f.StringVar(&r.server, "server", os.Getenv("HUBPROXY_SERVER"),
-		"address of a running hubproxy, host:port or http://host:port (default: work in process over --upstream and --cache-dir; also HUBPROXY_SERVER)")
+		"address of a running hubproxy, host:port or http://host:port; also HUBPROXY_SERVER (default: HF_ENDPOINT if it names a hubproxy and no in-process flag is given, else work in process over --upstream and --cache-dir)")
 	// The default stays empty, not $HF_TOKEN, so --help never prints a token.
 	f.StringVar(&r.token, "token", "", "hub token sent as Authorization (default $HF_TOKEN)")
 	f.String("config", "", "config file (YAML); also HUBPROXY_CONFIG")
@@ -73,18 +73,55 @@ func (r *remoteFlags) callerToken() string {
 // connect returns a client for the hub the flags name; cleanup releases an
 // in-process hubproxy's cache.
 func (r *remoteFlags) connect(cmd *cobra.Command) (c *hubClient, cleanup func(), err error) {
-	if r.server == "" {
+	server, src := r.server, "--server"
+	if !cmd.Flags().Changed("server") {
+		src = "HUBPROXY_SERVER"
+	}
+	if server == "" {
+		if ep := endpointServer(cmd.Flags()); ep != "" {
+			server, src = ep, "HF_ENDPOINT"
+		}
+	}
+	if server == "" {
 		return connectInProcess(cmd, r.callerToken())
 	}
-	base, err := serverURL(r.server)
+	base, err := serverURL(server)
 	if err != nil {
-		src := "--server"
-		if !cmd.Flags().Changed("server") {
-			src = "HUBPROXY_SERVER"
-		}
-		return nil, nil, fmt.Errorf("%s %q: %w", src, r.server, err)
+		return nil, nil, fmt.Errorf("%s %q: %w", src, server, err)
 	}
 	return &hubClient{http: &http.Client{}, base: base, token: r.callerToken(), explain: serverExplainer(base)}, func() {}, nil
+}
+
+// endpointServer is the hubproxy that HF_ENDPOINT names, or "". Clients
+// pointed at a hubproxy (the chart sets HF_ENDPOINT on them) mean that
+// one, so with no flag saying otherwise the CLI goes through it too. A
+// flag of the in-process mode (--upstream, --cache-dir, --config) says
+// otherwise, and so does HF_ENDPOINT naming the Hugging Face Hub itself:
+// that is an upstream, which the in-process mode reads by default.
+func endpointServer(f *pflag.FlagSet) string {
+	ep := strings.TrimSpace(os.Getenv("HF_ENDPOINT"))
+	if ep == "" || isPublicHub(ep) {
+		return ""
+	}
+	for _, name := range []string{"upstream", "cache-dir", "config"} {
+		if f.Changed(name) {
+			return ""
+		}
+	}
+	return ep
+}
+
+// isPublicHub reports whether endpoint is huggingface.co (or hf.co).
+func isPublicHub(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "huggingface.co", "www.huggingface.co", "hf.co":
+		return true
+	}
+	return false
 }
 
 // connectInProcess builds a hubproxy over the configured upstream and cache.

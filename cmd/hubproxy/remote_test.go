@@ -43,6 +43,8 @@ func closedAddr(t *testing.T) string {
 // token given by --token or by HF_TOKEN, straight from upstream and through
 // a server: both commands must send it the same way.
 func TestLsTakesTheTokenAsPullDoes(t *testing.T) {
+	// Never a local hubproxy's admin API: pull goes through srv.
+	t.Setenv("HUBPROXY_ADMIN_LISTEN", closedAddr(t))
 	h := hubtest.NewT(t, hubtest.Options{})
 	h.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: "org/private", Private: true, ApprovedTokens: []string{"hf_good"},
 		Files: hubtest.ShardedModel("model", 1, 2, 8, 4)})
@@ -83,6 +85,7 @@ func TestHelpHidesHFToken(t *testing.T) {
 // TestServerWithoutScheme: --server host:port means http://host:port in
 // every command that takes it.
 func TestServerWithoutScheme(t *testing.T) {
+	t.Setenv("HUBPROXY_ADMIN_LISTEN", closedAddr(t)) // never a local hubproxy's admin API
 	h, _, _ := pullFixture(t)
 	srv := proxyOver(t, h.URL)
 	hostPort := strings.TrimPrefix(srv.URL, "http://")
@@ -130,6 +133,7 @@ func TestServerURL(t *testing.T) {
 // TestNoHubproxyAtServer: a --server nothing listens on is named, with
 // what to do, instead of Go's dial error and the request URL.
 func TestNoHubproxyAtServer(t *testing.T) {
+	t.Setenv("HUBPROXY_ADMIN_LISTEN", closedAddr(t)) // never a local hubproxy's admin API
 	addr := closedAddr(t)
 	want := `no hubproxy at http://` + addr + ` (is it running? start it with "hubproxy serve")`
 	for _, c := range []string{"ls", "pull"} {

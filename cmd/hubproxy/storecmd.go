@@ -54,9 +54,15 @@ func openStore(cmd *cobra.Command, readOnly bool) (*sharedstore.Store, error) {
 	if cfg.SharedStore == "" {
 		return nil, errors.New("no shared store: give --shared-store (or HUBPROXY_SHARED_STORE)")
 	}
+	// The AWS SDK logs through this (to stderr, never into the
+	// command's output), at log-level, like serve's.
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 	defer cancel()
-	return sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{ReadOnly: readOnly})
+	return sharedstore.Open(ctx, cfg.SharedStore, sharedstore.Options{ReadOnly: readOnly, Logger: log.With("component", "sharedstore")})
 }
 
 // takeInventory opens the configured store and lists what it holds.
@@ -147,7 +153,7 @@ node's cache directory (--cache-dir), which must hold the pinned models; run
 prune on a node that has them. Nodes fetch a pruned file from
 upstream again when next asked. A lifecycle rule on the bucket does the same
 by age without this command.`,
-		Example: `  hubproxy cache store prune --shared-store s3://models-cache/hubproxy --older-than 30d
+		Example: `  hubproxy cache store prune --shared-store s3://models-cache/hubproxy --older-than 720h
   hubproxy cache store prune --max-bytes 20TiB --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -177,7 +183,7 @@ by age without this command.`,
 	addStoreFlags(cmd.Flags())
 	f := cmd.Flags()
 	f.StringVar(&maxBytes, "max-bytes", "", "target size of the store's chunks (20TiB, …)")
-	f.StringVar(&olderThan, "older-than", "", "remove files whose newest chunk was put longer ago (90m, 36h, 30d, 2w)")
+	f.StringVar(&olderThan, "older-than", "", "remove files whose newest chunk was put longer ago (90m, 36h, 720h)")
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be removed, remove nothing")
 	return cmd
 }

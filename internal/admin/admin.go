@@ -12,6 +12,8 @@
 //	DELETE /gpu/leases/{id}         release one of the caller's leases (idempotent)
 //	POST   /gpu/leases/{id}/renew   restart a lease's TTL: the heartbeat of a consumer that holds no socket
 //	GET    /cache/stats             the cache's counters
+//	POST   /cache/prefetch          fill the cache with a repo's files, as the caller (prefetch.go)
+//	GET    /transfers               the public listener's responses in flight, with their files
 //	GET    /debug/pprof/…           Go profiles (net/http/pprof), only with Options.Pprof (pprof.go)
 //
 // A lease is its stager's: the uid the kernel names for the staging
@@ -36,10 +38,14 @@ import (
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
-// Plumber is the public listener's server, whose HTTP plumbing the admin
-// listener shares (*server.Server).
+// Plumber is the public listener's server (*server.Server), whose HTTP
+// plumbing the admin listener shares, whose routes a prefetch reads
+// through, in process, so that it is answered exactly as the caller's own
+// requests would be, and whose responses in flight it lists.
 type Plumber interface {
 	Plumbing(mux *chi.Mux, rules ...server.ErrorRule) server.ErrorWriter
+	http.Handler
+	Transfers() []server.Transfer
 }
 
 // Tensors opens the tensors a staging names (*tensor.Service): the same
@@ -81,6 +87,8 @@ func New(opts Options) http.Handler {
 	r.Delete("/gpu/leases/{id}", a.release)
 	r.Post("/gpu/leases/{id}/renew", a.renew)
 	r.Get("/cache/stats", a.stats)
+	r.Post("/cache/prefetch", a.prefetch)
+	r.Get("/transfers", a.transfers)
 	if opts.Pprof {
 		routePprof(r)
 	}
@@ -100,6 +108,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// transfers lists the public listener's responses in flight, with the files
+// they name: for the operator, which the admin listener only serves.
+func (a *admin) transfers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Transfers []server.Transfer `json:"transfers"`
+	}{a.opts.Server.Transfers()})
 }
 
 func (a *admin) stats(w http.ResponseWriter, r *http.Request) {

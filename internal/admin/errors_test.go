@@ -32,8 +32,8 @@ func TestStageErrorsAnswerFromOneTable(t *testing.T) {
 		{fmt.Errorf("%w: device 0: %w", gpu.ErrDeviceFailed, sticky), http.StatusServiceUnavailable, "GPUDeviceFailed"},
 		{fmt.Errorf("%w: cuInit", gpu.ErrUnavailable), http.StatusServiceUnavailable, "GPUUnavailable"},
 		{gpu.ErrBadRequest, http.StatusBadRequest, "BadRequest"},
-		{&gpu.SourceError{Name: "w", Err: fetch.ErrUnavailable}, http.StatusBadGateway, ""},
-		{&gpu.SourceError{Name: "w", Err: io.ErrUnexpectedEOF}, http.StatusBadGateway, ""},
+		{&gpu.SourceError{Name: "w", Err: fetch.ErrUnavailable}, http.StatusBadGateway, "UpstreamUnavailable"},
+		{&gpu.SourceError{Name: "w", Err: io.ErrUnexpectedEOF}, http.StatusBadGateway, "UpstreamCutShort"},
 		{errors.Join(&gpu.SourceError{Name: "w", Err: fetch.ErrUnavailable}, sticky), http.StatusInternalServerError, "GPUDriver"},
 	} {
 		st.mu.Lock()

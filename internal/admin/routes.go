@@ -13,4 +13,6 @@ var Routes = []server.Route{
 	{Method: "DELETE", Pattern: "/gpu/leases/{id}", Example: "/gpu/leases/lease-1"},
 	{Method: "POST", Pattern: "/gpu/leases/{id}/renew", Example: "/gpu/leases/lease-1/renew"},
 	{Method: "GET", Pattern: "/cache/stats", Example: "/cache/stats"},
+	{Method: "POST", Pattern: "/cache/prefetch", Example: "/cache/prefetch"},
+	{Method: "GET", Pattern: "/transfers", Example: "/transfers"},
 }

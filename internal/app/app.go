@@ -7,6 +7,8 @@ package app
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	apispec "github.com/hubproxy/hubproxy/api"
 	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/cache"
 	"github.com/hubproxy/hubproxy/internal/dirhub"
@@ -247,6 +250,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 	if transport == nil {
 		transport = fetch.DefaultTransport()
 	}
+	instance := newInstance()
 	var cleanup cleanups
 	upstream := cfg.Upstream
 	if dir, ok := strings.CutPrefix(cfg.Upstream, "dir:"); ok {
@@ -266,6 +270,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		RedirectHosts:   cfg.RedirectHosts,
 		Transport:       m.Transport(transport),
 		UserAgent:       "hubproxy",
+		Instance:        instance,
 		StallTimeout:    cfg.StallTimeout,
 		MetadataTimeout: cfg.MetadataTimeout,
 		Cooldown:        cfg.UpstreamCooldown,
@@ -357,6 +362,9 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Metrics:        m,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:          newReadiness(cfg.CacheDir, cfg.Offline, client, shared.health()).check,
+		Instance:       instance,
+		Version:        cmp.Or(cfg.Version, "(devel)"),
+		Spec:           apispec.Spec(),
 	})
 	stager := cfg.Stager
 	if stager == nil {
@@ -397,6 +405,17 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Logger:    log.With("component", "admin"),
 	})
 	return &Handlers{Main: srv, Admin: adm, Close: cleanup.run, Metrics: reg}, nil
+}
+
+// newInstance names this process in the Via header of its upstream
+// requests, so that a request that comes back to it (an upstream setting
+// that points here, directly or through other proxies) is refused at once
+// rather than waited on. Random, so two replicas behind one address are
+// still told apart.
+func newInstance() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24)
+	return "hubproxy-" + hex.EncodeToString(b[:])
 }
 
 // cleanups is a stack of release functions, run last-in first-out: Build

@@ -36,7 +36,7 @@ var allowedImports = map[string][]string{
 	"repoapi":               {"hub", "fetch", "resolver", "flight"},
 	"tensor":                {"hub", "header", "flight", "resolver"},
 	"flight":                nil,
-	"server":                {"hub", "fetch", "cache", "resolver", "repofs", "repoapi", "tensor", "metrics"},
+	"server":                {"hub", "fetch", "cache", "resolver", "repofs", "repoapi", "tensor", "metrics", "secret"},
 	"admin":                 {"hub", "tensor", "gpu", "metrics", "secret", "server"},
 	"sharedstore":           {"secret"},
 	"secret":                nil,

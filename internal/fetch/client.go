@@ -55,6 +55,12 @@ type Options struct {
 	RedirectHosts []string
 	// UserAgent defaults to "hubproxy".
 	UserAgent string
+	// Instance names this proxy process in the Via header of every
+	// upstream request ("1.1 <Instance>", after the Via the request being
+	// served carried; WithVia), so that a proxy whose upstream leads back
+	// to itself can tell (ViaNames) and refuse instead of waiting on
+	// itself until a timeout. Empty: no Via is sent.
+	Instance string
 	// MetadataTimeout bounds one Resolve call, retries included. Default 10s.
 	MetadataTimeout time.Duration
 	// MaxRedirects bounds the redirects one call follows. Default 10;
@@ -96,6 +102,7 @@ type Client struct {
 	// redirectHosts limits where bytes may come from; empty = anywhere.
 	redirectHosts []string
 	ua            string
+	instance      string // Options.Instance; "" sends no Via
 	// rt is used directly, not through http.Client: every redirect is
 	// followed by hand (credentials and HEAD metadata are decided per hop),
 	// and http.Client would parse Location first and quote it, signed query
@@ -117,6 +124,9 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !validHeaderValue(opts.Instance) || strings.ContainsAny(opts.Instance, " ,") {
+		return nil, errors.New("fetch: the instance name must be one token without spaces or commas")
+	}
 	if !validHeaderValue(opts.Token) {
 		return nil, errors.New("fetch: the token contains characters not allowed in a header")
 	}
@@ -130,6 +140,7 @@ func New(opts Options) (*Client, error) {
 		token:         opts.Token,
 		redirectHosts: opts.RedirectHosts,
 		ua:            opts.UserAgent,
+		instance:      opts.Instance,
 		rt:            tr,
 		metaTimeout:   opts.MetadataTimeout,
 		maxRedirects:  opts.MaxRedirects,
@@ -309,6 +320,9 @@ func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, auth
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if via := c.viaFor(ctx); via != "" {
+		req.Header.Set("Via", via)
 	}
 	return req, nil
 }

@@ -76,6 +76,16 @@ func (c *Client) sendAs(ctx context.Context, relay, retry bool, stall time.Durat
 			}
 			continue
 		}
+		if isLoop(resp) {
+			// Our request came back to a hubproxy (this one, or one on
+			// the way): no retry, and no outage for the breaker.
+			g.discard(resp.Body)
+			g.stop()
+			if route != "" {
+				c.breaker.answered(route)
+			}
+			return nil, nil, fmt.Errorf("fetch: %s %s: %w", req.Method, redact(req.URL), ErrLoop)
+		}
 		if final || !transient(resp.StatusCode) {
 			c.outcome(route, ctx, resp, nil)
 			return resp, g, nil
@@ -125,7 +135,10 @@ func (c *Client) probe(ctx context.Context) error {
 		return transportErr(ctx, req.Method, redact(c.base), err)
 	}
 	discard(resp.Body)
-	if resp.StatusCode >= 500 {
+	// A loop is answered at once with 508 by the proxy it returns to: the
+	// upstream is up, only misconfigured, and each call says so (ErrLoop)
+	// better than a breaker marked down would.
+	if resp.StatusCode >= 500 && !isLoop(resp) {
 		return fmt.Errorf("HEAD %s answered %d", redact(c.base), resp.StatusCode)
 	}
 	return nil

@@ -3,6 +3,7 @@ package hub
 import (
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +44,57 @@ func TestParseTensorURL(t *testing.T) {
 				t.Errorf("%s?%s = %+v, want %+v", tc.path, tc.query, got, tc.want)
 			}
 		}
+	}
+}
+
+// The tensor routes are hubproxy's own: a parameter they do not take is
+// refused (a typo ignored would change what is served), naming it and,
+// when it is one edit or two from one they take, that one. file= must name
+// a safetensors file or index.
+func TestParseTensorURLRefusesUnknownParameters(t *testing.T) {
+	for _, tc := range []struct {
+		path, query string
+		want        []string // in the message; nil: accepted
+	}{
+		{"/models/org/m/tensors/w", "shards=0:0/4", []string{`"shards"`, "did you mean shard for shards?"}},
+		{"/models/org/m/tensors/w", "shard=0:0/4&slize=0:1", []string{`"slize"`, "did you mean slice"}},
+		{"/models/org/m/tensors/w", "Revision=main", []string{`"Revision"`, "did you mean revision"}},
+		{"/models/org/m/tensors", "shard=0:0/4", []string{`"shard"`, "takes only revision, file"}},
+		{"/models/org/m/tensors", "download=true&zz=1", []string{`"download, zz"`}},
+		{"/models/org/m/safetensors", "names=a", []string{"did you mean name for names?"}},
+		{"/models/org/m/safetensors", "name=a&prefix=b&revision=v1&file=x.safetensors", nil},
+		{"/models/org/m/tensors/w", "revision=main&file=x.safetensors&shard=0:0/2", nil},
+		{"/models/org/m/tensors/w", "slice=0:1", nil},
+		{"/models/org/m/tensors", "file=config.json", []string{`invalid file "config.json"`, ".safetensors"}},
+		{"/models/org/m/tensors", "file=pytorch_model.bin.index.json", []string{"invalid file"}},
+		{"/models/org/m/tensors", "file=unet/diffusion_pytorch_model.safetensors.index.json", nil},
+	} {
+		q, _ := url.ParseQuery(tc.query)
+		_, err := ParseTensorURL(tc.path, q)
+		var ie *InvalidError
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s?%s: %v", tc.path, tc.query, err)
+		case tc.want != nil && !errors.As(err, &ie):
+			t.Errorf("%s?%s: %v, want an *InvalidError", tc.path, tc.query, err)
+		case tc.want != nil:
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s?%s: %q does not say %q", tc.path, tc.query, err, w)
+				}
+			}
+		}
+	}
+	// Far from every name: no suggestion.
+	q, _ := url.ParseQuery("frobnicate=1")
+	if _, err := ParseTensorURL("/models/org/m/tensors/w", q); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("frobnicate: %v, want a refusal without a suggestion", err)
+	}
+	// A file route under /models/ is not a tensor route: unknown
+	// parameters are left to it (and ignored, as the Hub ignores them).
+	q, _ = url.ParseQuery("download=true")
+	if _, err := ParseTensorURL("/models/x/resolve/main/f", q); !errors.Is(err, ErrNoRoute) {
+		t.Errorf("a /models/ file URL: %v, want ErrNoRoute", err)
 	}
 }
 

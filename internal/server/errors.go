@@ -39,9 +39,13 @@ type errorRule struct {
 	name   string // for tests and humans
 	match  func(error) bool
 	status int    // 0: answer decides
-	code   string // "" : no X-Error-Code (or answer decides)
+	code   string // X-Error-Code; every rule has one, except a relayed one
 	msg    string // fixed message, when answer is nil
 	answer func(error) httpError
+	// relayed rules answer with the hub's own status and code, as it sent
+	// them (possibly none), so that clients raise what the hub's answer
+	// would have raised; they alone have no code of their own.
+	relayed bool
 }
 
 // as reports whether err holds a *T, for the table's matchers.
@@ -72,17 +76,22 @@ var errorRules = []errorRule{
 	{name: "bad request", match: as[*requestError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "bad tensor spec", match: as[*tensor.SpecError], status: http.StatusBadRequest, code: "BadRequest", answer: message},
 	{name: "no such tensor", match: as[*tensor.NotFoundError], status: http.StatusNotFound, code: "EntryNotFound", answer: message},
-	{name: "too many ranges", match: as[*rangeLimitError], status: http.StatusRequestedRangeNotSatisfiable,
+	{name: "too many ranges", match: as[*rangeLimitError], status: http.StatusRequestedRangeNotSatisfiable, code: "RangeNotSatisfiable",
 		answer: func(err error) httpError {
 			var re *rangeLimitError
 			errors.As(err, &re)
 			return httpError{msg: re.Error(), contentRange: "bytes */" + strconv.FormatInt(re.size, 10)}
 		}},
 	{name: "no route", match: is(hub.ErrNoRoute), status: http.StatusNotFound, code: "EntryNotFound", msg: "no such route"},
+	// Before every upstream rule: a request that came back to this proxy,
+	// or an upstream call that came back to one on the way, is a setting
+	// to fix, whatever read it was part of.
+	{name: "loop", match: is(fetch.ErrLoop), status: http.StatusLoopDetected, code: "LoopDetected",
+		msg: "hubproxy's upstream points back at itself (directly or through other proxies): check its upstream setting"},
 	{name: "hub refusal", match: func(err error) bool {
 		var se *fetch.StatusError
 		return errors.As(err, &se) && se.Code < 500 && se.Code != http.StatusTooManyRequests
-	}, answer: func(err error) httpError {
+	}, relayed: true, answer: func(err error) httpError {
 		// The hub's own 4xx, relayed with its code, so clients raise the
 		// exception they would have raised talking to the hub.
 		var se *fetch.StatusError
@@ -93,16 +102,16 @@ var errorRules = []errorRule{
 		msg: "hubproxy is in offline mode and does not hold this file"},
 	{name: "unverifiable", match: is(resolver.ErrUnverifiable), status: http.StatusServiceUnavailable, code: "Unverifiable",
 		msg: "upstream is unavailable and nothing it said covers you for this repo, so access cannot be checked"},
-	{name: "hub failure", match: as[*fetch.StatusError], status: http.StatusBadGateway, answer: func(err error) httpError {
+	{name: "hub failure", match: as[*fetch.StatusError], status: http.StatusBadGateway, code: "UpstreamError", answer: func(err error) httpError {
 		var se *fetch.StatusError
 		errors.As(err, &se)
 		return httpError{msg: "upstream answered " + http.StatusText(se.Code)}
 	}},
-	{name: "hash mismatch", match: as[*cache.VerifyError], status: http.StatusBadGateway,
+	{name: "hash mismatch", match: as[*cache.VerifyError], status: http.StatusBadGateway, code: "UpstreamHashMismatch",
 		msg: "upstream sent content that does not match its hash; it was discarded"},
 	{name: "protocol", match: func(err error) bool { return as[*fetch.ProtocolError](err) || as[*fetch.RangeError](err) },
-		status: http.StatusBadGateway, msg: "upstream sent an invalid response"},
-	{name: "uncacheable", match: is(cache.ErrUncacheable), status: http.StatusBadGateway,
+		status: http.StatusBadGateway, code: "UpstreamProtocolError", msg: "upstream sent an invalid response"},
+	{name: "uncacheable", match: is(cache.ErrUncacheable), status: http.StatusBadGateway, code: "Uncacheable",
 		msg: "upstream gave this file no content hash (ETag); it can only be downloaded whole"},
 	{name: "invalid safetensors", match: func(err error) bool {
 		// A file upstream that breaks the safetensors rules, not a fetch
@@ -111,10 +120,10 @@ var errorRules = []errorRule{
 			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, fetch.ErrUnavailable)
 	}, status: http.StatusBadGateway, code: "InvalidSafetensors", answer: message},
 	{name: "upstream cut short", match: func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fetch.ErrLongBody) },
-		status: http.StatusBadGateway, msg: "upstream's answer broke off or ran long; nothing of it was kept"},
-	{name: "timeout", match: is(context.DeadlineExceeded), status: http.StatusGatewayTimeout, msg: "upstream timed out"},
+		status: http.StatusBadGateway, code: "UpstreamCutShort", msg: "upstream's answer broke off or ran long; nothing of it was kept"},
+	{name: "timeout", match: is(context.DeadlineExceeded), status: http.StatusGatewayTimeout, code: "UpstreamTimeout", msg: "upstream timed out"},
 	{name: "upstream unavailable", match: func(err error) bool { return errors.Is(err, fetch.ErrUnavailable) || errors.Is(err, fetch.ErrStalled) },
-		status: http.StatusBadGateway, msg: "upstream unavailable"},
+		status: http.StatusBadGateway, code: "UpstreamUnavailable", msg: "upstream unavailable"},
 }
 
 // ErrorRule is a row another listener adds to the error table for errors
@@ -172,7 +181,7 @@ func toHTTPError(table []errorRule, err error) httpError {
 		}
 		return he
 	}
-	return httpError{status: http.StatusInternalServerError, msg: "internal error"}
+	return httpError{status: http.StatusInternalServerError, code: "InternalError", msg: "internal error"}
 }
 
 // writeError answers r with err. Errors after the body started cannot be

@@ -75,6 +75,15 @@ const sendfileMin = 128 << 10
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f *repofs.File) {
 	m := f.Meta
 	setFileHeaders(w.Header(), f.Path, m)
+	// Whether the answer comes from the cache (hit, partial, miss), which
+	// `hubproxy pull` reports per file; Present only for a cold file.
+	state := "hit"
+	if !f.Complete() {
+		if state = "miss"; f.Present(0, m.Size) > 0 {
+			state = "partial"
+		}
+	}
+	w.Header()["X-Hubproxy-Cache"] = []string{state}
 	if !s.limitRanges(w, r, f) {
 		return // more ranges than a cold file is served for
 	}

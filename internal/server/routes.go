@@ -3,13 +3,13 @@ package server
 // Route is one operation hubproxy serves on its main listener.
 type Route struct {
 	// Method is the HTTP method, upper case.
-	Method string
+	Method string `json:"method"`
 	// Pattern is the operation's path template exactly as api/openapi.yaml
 	// writes it.
-	Pattern string
+	Pattern string `json:"path"`
 	// Example is a concrete URL (path, optionally with a query) that
 	// exercises the operation.
-	Example string
+	Example string `json:"example"`
 }
 
 // Routes is the routing contract: every operation on hubproxy's main
@@ -26,6 +26,8 @@ type Route struct {
 // every Example is answered by a handler rather than by "no such route".
 // Data only: nothing routes from it.
 var Routes = []Route{
+	{"GET", "/", "/"},
+	{"GET", "/openapi.yaml", "/openapi.yaml"},
 	{"GET", "/healthz", "/healthz"},
 	{"GET", "/readyz", "/readyz"},
 	{"GET", "/metrics", "/metrics"},

@@ -10,11 +10,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -24,6 +26,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/repofs"
 	"github.com/hubproxy/hubproxy/internal/resolver"
+	"github.com/hubproxy/hubproxy/internal/secret"
 	"github.com/hubproxy/hubproxy/internal/tensor"
 )
 
@@ -64,7 +67,16 @@ type Options struct {
 	Admission *Admission
 	// Ready reports whether the proxy can serve, and what it knows of the
 	// upstream (/readyz); nil means ready.
-	Ready  func(ctx context.Context) Readiness
+	Ready func(ctx context.Context) Readiness
+	// Instance is this process's name in the Via header of its upstream
+	// requests (fetch.Options.Instance): a request whose Via names it has
+	// come back, and is refused with 508 (loop.go). Empty: no check.
+	Instance string
+	// Version is the build's, shown on the root page.
+	Version string
+	// Spec is the OpenAPI document served at /openapi.yaml (api.Spec);
+	// nil answers that route with 404.
+	Spec   []byte
 	Logger *slog.Logger
 }
 
@@ -75,6 +87,8 @@ type Server struct {
 	logs   *logBudget // successful request lines per second
 	router chi.Router
 	bodies smallBodies // buffers of small warm ranges (smallrange.go)
+	live   transfers   // responses in flight, for the root page
+	root   *template.Template
 }
 
 // New returns the server's handler.
@@ -86,10 +100,14 @@ func New(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, log: log, logs: newLogBudget(opts.AccessLogRate, opts.Now)}
+	s := &Server{opts: opts, log: log, logs: newLogBudget(opts.AccessLogRate, opts.Now), root: newRootPage()}
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog)
+	r.Use(s.requestID, s.accessLog, s.loopGuard)
 	routeErrors(r, s.writeError)
+	r.Get("/", s.admitCaller(s.serveRoot))
+	r.Head("/", s.admitCaller(s.serveRoot))
+	r.Get("/openapi.yaml", s.serveSpec)
+	r.Head("/openapi.yaml", s.serveSpec)
 	healthz := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }
 	r.Get("/healthz", healthz)
 	r.Head("/healthz", healthz)
@@ -141,12 +159,15 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter records the status and body size for the access log. It keeps
-// http.ResponseWriter's ReaderFrom so large bodies still take the fast path.
+// statusWriter records the status and body size for the access log and the
+// root page's transfers (which read bytes while the body is written). It
+// keeps http.ResponseWriter's ReaderFrom so large bodies still take the fast
+// path.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	bytes  int64
+	bytes  atomic.Int64
+	live   liveTransfer // what the root page lists while a file or tensor is sent
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -161,7 +182,7 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	n, err := w.ResponseWriter.Write(p)
-	w.bytes += int64(n)
+	w.bytes.Add(int64(n))
 	return n, err
 }
 
@@ -174,15 +195,37 @@ func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
-		n, err := rf.ReadFrom(r)
-		w.bytes += n
+	rf, ok := w.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		n, err := io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+		w.bytes.Add(n)
 		return n, err
 	}
-	n, err := io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
-	w.bytes += n
-	return n, err
+	lr, ok := r.(*io.LimitedReader)
+	if !ok || lr.N <= progressPiece {
+		n, err := rf.ReadFrom(r)
+		w.bytes.Add(n)
+		return n, err
+	}
+	// A large body (http.ServeContent hands over a LimitedReader of the
+	// file) goes in pieces, each still one LimitedReader of the same file
+	// that net/http can sendfile, so that the count moves while it is
+	// sent; the kernel's sendfile loop works in pieces this size anyway.
+	var total int64
+	for lr.N > 0 {
+		n, err := rf.ReadFrom(&io.LimitedReader{R: lr.R, N: min(lr.N, progressPiece)})
+		lr.N -= n
+		total += n
+		w.bytes.Add(n)
+		if err != nil || n == 0 {
+			return total, err // n == 0: the source ended early, as io.Copy would stop
+		}
+	}
+	return total, nil
 }
+
+// progressPiece is the most one ReadFrom sends before the byte count moves.
+const progressPiece = 4 << 20
 
 // reqInfo is what a request's handler learns that its log line reports:
 // what the cache held of the bytes it asked for, and what upstream sent for
@@ -237,11 +280,18 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		ri := &reqInfo{}
 		ctx := context.WithValue(r.Context(), reqInfoKey, ri)
 		ctx = cache.WithTally(ctx, &ri.tally)
+		route := routeClass(r.URL.Path)
+		if r.Method == http.MethodGet && (route == "resolve" || route == "raw" || route == "tensor") {
+			// Kept in the writer, which is allocated anyway: a warm small
+			// range pays a map insert and delete, no allocation.
+			sw.live = liveTransfer{id: w.Header().Get("X-Request-Id"), method: r.Method,
+				path: r.URL.EscapedPath(), caller: callerKind(r), start: start, bytes: &sw.bytes}
+			defer s.live.remove(s.live.add(&sw.live)) // a handler that aborts (panics) is gone too
+		}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		route := routeClass(r.URL.Path)
 		elapsed := time.Since(start).Seconds()
 		s.opts.Metrics.ObserveRequest(route, sw.status, elapsed)
 		level := slog.LevelInfo
@@ -260,22 +310,74 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 				return
 			}
 		}
-		// The path is logged without its query; Authorization never is.
-		attrs := []slog.Attr{
+		// Who asked for what: the query with credential-looking values
+		// redacted (a signed URL's, a token=), the peer, the first hop of
+		// X-Forwarded-For when a balancer set one, and the user agent.
+		// Authorization is never logged.
+		attrs := make([]slog.Attr, 0, 14)
+		attrs = append(attrs,
 			slog.String("id", w.Header().Get("X-Request-Id")),
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.EscapedPath()),
+		)
+		if q := logQuery(r.URL.RawQuery); q != "" {
+			attrs = append(attrs, slog.String("query", q))
+		}
+		attrs = append(attrs,
 			slog.String("range", r.Header.Get("Range")),
 			slog.Int("status", sw.status),
-			slog.Int64("bytes", sw.bytes),
+			slog.Int64("bytes", sw.bytes.Load()),
 			slog.Float64("duration_s", float64(int64(elapsed*1e6))/1e6),
+			slog.String("client", r.RemoteAddr),
+		)
+		if fwd := forwardedFor(r); fwd != "" {
+			attrs = append(attrs, slog.String("forwarded_for", fwd))
 		}
+		attrs = append(attrs, slog.String("user_agent", clip(r.UserAgent(), 256)))
 		if ri.cache != "" {
 			attrs = append(attrs, slog.String("cache", ri.cache))
 		}
 		attrs = append(attrs, slog.Int64("upstream_bytes", ri.tally.Bytes()))
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})
+}
+
+// logQuery is a raw query as the access log shows it: credential-looking
+// values redacted, bounded.
+func logQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	return clip(strings.TrimPrefix(secret.URL("?"+raw), "?"), 1024)
+}
+
+// forwardedFor is the first hop of X-Forwarded-For, the client as the
+// first proxy saw it; it is what the client or a proxy says, so it is
+// logged beside the peer address, never instead of it.
+func forwardedFor(r *http.Request) string {
+	v := r.Header.Get("X-Forwarded-For")
+	if v == "" {
+		return ""
+	}
+	first, _, _ := strings.Cut(v, ",")
+	return clip(strings.TrimSpace(first), 64)
+}
+
+// clip bounds text from a request for a log line.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
+}
+
+// callerKind is how the root page names who sent r: never anything of the
+// credential itself.
+func callerKind(r *http.Request) string {
+	if r.Header.Get("Authorization") != "" {
+		return "token"
+	}
+	return "anonymous"
 }
 
 // routeClass is the metrics label for a path: a handful of fixed values,

@@ -185,3 +185,30 @@ func TestUnitMethodNotAllowed(t *testing.T) {
 		t.Errorf("a refused method reached the files: %q", got)
 	}
 }
+
+// A request whose Via names this process is one of its own upstream
+// requests come back: 508 LoopDetected, before anything is asked of the
+// files. Another proxy's Via passes.
+func TestUnitLoopIsRefusedFirst(t *testing.T) {
+	files := &fakeFiles{err: &fetch.StatusError{Code: http.StatusNotFound, ErrorCode: "EntryNotFound"}}
+	serve := func(via string) *http.Response {
+		srv := server.New(server.Options{Files: files, Instance: "hubproxy-0123"})
+		req := httptest.NewRequest(http.MethodHead, "/org/model/resolve/main/config.json", nil)
+		req.Header.Set("Via", via)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec.Result()
+	}
+	resp := serve("1.1 corp-proxy, 1.1 hubproxy-0123")
+	if resp.StatusCode != http.StatusLoopDetected || resp.Header.Get("X-Error-Code") != "LoopDetected" ||
+		!strings.Contains(resp.Header.Get("X-Error-Message"), "upstream") {
+		t.Errorf("own Via: %d %q %q, want 508 LoopDetected naming the upstream setting",
+			resp.StatusCode, resp.Header.Get("X-Error-Code"), resp.Header.Get("X-Error-Message"))
+	}
+	if got := files.seen(); len(got) != 0 {
+		t.Errorf("a looped request reached the files: %q", got)
+	}
+	if resp := serve("1.1 hubproxy-4567"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another proxy's Via: %d, want the files' 404", resp.StatusCode)
+	}
+}

@@ -118,7 +118,9 @@ func (s *Spec) Conforms(t testing.TB, schema map[string]any, v any, path string)
 }
 
 // CheckErrorRule checks one row of an error table against the contract:
-// its code is in the X-Error-Code vocabulary (components.schemas.ErrorCode),
+// it has a code (every error hubproxy raises itself says what went wrong
+// in X-Error-Code, 5xx included), the code is in the X-Error-Code
+// vocabulary (components.schemas.ErrorCode),
 // and its status (unless 0: one the row takes from elsewhere) is one some
 // operation documents by number (a "4XX" class, which relayed routes
 // document, is not enough), or the code is a component response any URL
@@ -130,7 +132,9 @@ func (s *Spec) CheckErrorRule(t testing.TB, name string, status int, code string
 	for _, c := range enum {
 		codes = append(codes, c.(string))
 	}
-	if code != "" && !slices.Contains(codes, code) {
+	if code == "" {
+		t.Errorf("rule %q answers without an X-Error-Code", name)
+	} else if !slices.Contains(codes, code) {
 		t.Errorf("rule %q answers X-Error-Code %s, which components.schemas.ErrorCode does not list", name, code)
 	}
 	if _, shared := s.components("responses")[code]; shared || status == 0 {
