@@ -29,6 +29,11 @@ type Metrics struct {
 	CacheBypass     prometheus.Counter       // reads served past a failing cache
 	FillErrors      *prometheus.CounterVec   // reason
 
+	// UpstreamLatencyOld is the same histogram under its former name,
+	// upstream_response_seconds, kept one release so dashboards can move
+	// to the new name; removed in the next release.
+	UpstreamLatencyOld *prometheus.HistogramVec
+
 	gpu *gpuMetrics // set by RegisterGPU
 }
 
@@ -49,6 +54,9 @@ var (
 
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
+	// 5 ms to about 33 s, for the renamed upstream histogram and its
+	// deprecated twin alike, so both give the same quantiles.
+	upstreamLatencyBuckets := prometheus.ExponentialBuckets(0.005, 3, 9)
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "http_requests_total",
@@ -80,9 +88,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Upstream requests that failed in transport or answered 5xx or 429, by kind.",
 		}, []string{"kind"}),
 		UpstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "upstream_response_seconds",
+			Namespace: namespace, Name: "upstream_response_duration_seconds",
 			Help:    "Time from sending an upstream request to its response headers, by kind.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 3, 9),
+			Buckets: upstreamLatencyBuckets,
+		}, []string{"kind"}),
+		UpstreamLatencyOld: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "upstream_response_seconds",
+			Help:    "Deprecated, removed in the next release: use hubproxy_upstream_response_duration_seconds (the same histogram).",
+			Buckets: upstreamLatencyBuckets,
 		}, []string{"kind"}),
 		HeaderParses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "safetensors_headers_total",
@@ -102,7 +115,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.CacheRequests, m.CacheBytes,
-		m.Upstream, m.UpstreamBytes, m.UpstreamErrors, m.UpstreamLatency, m.HeaderParses,
+		m.Upstream, m.UpstreamBytes, m.UpstreamErrors, m.UpstreamLatency, m.UpstreamLatencyOld, m.HeaderParses,
 		m.AccessDecisions, m.CacheBypass, m.FillErrors)
 	// Pre-seed every label value so dashboards see zeros, not gaps.
 	for _, r := range RouteClasses {
@@ -116,6 +129,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.UpstreamBytes.WithLabelValues(k)
 		m.UpstreamErrors.WithLabelValues(k)
 		m.UpstreamLatency.WithLabelValues(k)
+		m.UpstreamLatencyOld.WithLabelValues(k)
 	}
 	for _, r := range ParseResults {
 		m.HeaderParses.WithLabelValues(r)
@@ -218,24 +232,39 @@ func RegisterStore(reg prometheus.Registerer, stats func() cache.Stats) {
 // GPU metrics are created on demand by RegisterGPU; ObserveStage is a no-op
 // before that.
 type gpuMetrics struct {
+	// stageBytes and stageSeconds are the pair whose rates divide into the
+	// staging throughput: rate(bytes) / rate(seconds) over any window is the
+	// bytes per second of staging time, weighted by time as a mean of rates
+	// never is, and sums across pods.
+	stageBytes   prometheus.Counter
+	stageSeconds prometheus.Counter
+	stageSecs    prometheus.Histogram
+	// Deprecated, removed in the next release: stagedBytes is stageBytes
+	// under its former name; throughput is a histogram of per-request
+	// rates, which no aggregation turns into a throughput.
 	stagedBytes prometheus.Counter
-	stageSecs   prometheus.Histogram
 	throughput  prometheus.Histogram
 }
 
-// RegisterGPU exposes GPU staging: bytes staged, staging time and
-// throughput, and, read at scrape time from leases, the live leases and the
+// RegisterGPU exposes GPU staging: bytes staged and time spent staging
+// (counters whose rates divide into the throughput), the staging time of
+// each request, and, read at scrape time from leases, the live leases and the
 // device bytes they hold.
 func (m *Metrics) RegisterGPU(reg prometheus.Registerer, leases func() (count int, bytes int64)) {
 	g := &gpuMetrics{
-		stagedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "gpu_staged_bytes_total",
-			Help: "Bytes copied onto GPUs by staging requests."}),
+		stageBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "gpu_stage_bytes_total",
+			Help: "Bytes copied onto GPUs by successful staging requests; rate() of it over rate() of hubproxy_gpu_stage_seconds_total is the staging throughput."}),
+		stageSeconds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "gpu_stage_seconds_total",
+			Help: "Wall time spent in successful staging requests, reads from the cache included, summed over requests."}),
 		stageSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_seconds",
 			Help: "Wall time of one staging request, reads from the cache included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		stagedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "gpu_staged_bytes_total",
+			Help: "Deprecated, removed in the next release: use hubproxy_gpu_stage_bytes_total (the same count)."}),
 		throughput: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "gpu_stage_throughput_bytes_per_second",
-			Help: "Throughput of one staging request in bytes per second.", Buckets: []float64{1e8, 5e8, 1e9, 2e9, 5e9, 1e10, 1.5e10, 2e10, 2.5e10, 3.5e10, 5e10}}),
+			Help:    "Deprecated, removed in the next release: a histogram of per-request rates; use rate(hubproxy_gpu_stage_bytes_total) / rate(hubproxy_gpu_stage_seconds_total).",
+			Buckets: []float64{1e8, 5e8, 1e9, 2e9, 5e9, 1e10, 1.5e10, 2e10, 2.5e10, 3.5e10, 5e10}}),
 	}
-	reg.MustRegister(g.stagedBytes, g.stageSecs, g.throughput,
+	reg.MustRegister(g.stageBytes, g.stageSeconds, g.stageSecs, g.stagedBytes, g.throughput,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "gpu_leases",
 			Help: "Live GPU leases."}, func() float64 { n, _ := leases(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "gpu_leased_bytes",
@@ -249,11 +278,15 @@ func (m *Metrics) ObserveStage(bytes int64, seconds float64) {
 	if m == nil || m.gpu == nil {
 		return
 	}
+	m.gpu.stageBytes.Add(float64(bytes))
 	m.gpu.stagedBytes.Add(float64(bytes))
-	m.gpu.stageSecs.Observe(seconds)
 	if seconds > 0 {
+		// A clock that went backwards gives no negative time: a counter
+		// only grows.
+		m.gpu.stageSeconds.Add(seconds)
 		m.gpu.throughput.Observe(float64(bytes) / seconds)
 	}
+	m.gpu.stageSecs.Observe(seconds)
 }
 
 // RegisterUpstream exposes whether the upstream is answering (1) or marked

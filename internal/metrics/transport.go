@@ -38,7 +38,9 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	k := kind(r)
 	start := time.Now()
 	resp, err := t.next.RoundTrip(r)
-	t.m.UpstreamLatency.WithLabelValues(k).Observe(time.Since(start).Seconds())
+	elapsed := time.Since(start).Seconds()
+	t.m.UpstreamLatency.WithLabelValues(k).Observe(elapsed)
+	t.m.UpstreamLatencyOld.WithLabelValues(k).Observe(elapsed)
 	if err != nil {
 		t.m.Upstream.WithLabelValues(k, "0").Inc()
 		t.m.UpstreamErrors.WithLabelValues(k).Inc()

@@ -55,7 +55,7 @@ func expectations() map[string]expectation {
 		},
 		"full": {
 			kinds: standaloneKinds(map[string]int{"ConfigMap": 2, "PersistentVolumeClaim": 1, "Secret": 1,
-				"ServiceMonitor": 1, "NetworkPolicy": 1, "PrometheusRule": 1}),
+				"ServiceMonitor": 1, "NetworkPolicy": 1, "PrometheusRule": 1, "Ingress": 1}),
 			tokenRef: chartToken,
 			replicas: 1,
 			cachePVC: "hubproxy-cache",
@@ -152,6 +152,7 @@ func TestChart(t *testing.T) {
 			checkSharedStore(t, w, cfg, exp)
 			checkDisruptionBudget(t, objs, w)
 			checkMonitors(t, objs, w)
+			checkIngress(t, objs, w)
 			for _, np := range ofType[networkPolicy](objs) {
 				checkNetworkPolicy(t, np, w, cfg)
 			}

@@ -112,6 +112,8 @@ func kindOf(kind string) (kindInfo, bool) {
 		return kindInfo{"policy/v1", func() any { return new(policyv1.PodDisruptionBudget) }}, true
 	case "NetworkPolicy":
 		return kindInfo{"networking.k8s.io/v1", func() any { return new(networkingv1.NetworkPolicy) }}, true
+	case "Ingress":
+		return kindInfo{"networking.k8s.io/v1", func() any { return new(networkingv1.Ingress) }}, true
 	case "StatefulSet":
 		return kindInfo{"apps/v1", func() any { return new(appsv1.StatefulSet) }}, true
 	case "ServiceMonitor":

@@ -38,9 +38,10 @@ func (e exportedMetrics) labelNames(metric string) []string {
 // shared store (file:// on a temporary directory, so the store's metrics
 // exist as on a cluster's nodes), sends it a little traffic (metric families
 // with labels appear only once used), and returns every series name its
-// /metrics exposes with the label values each carries. Histograms expose
+// /metrics exposes with the label values each carries, and the series of
+// families whose help text marks them deprecated. Histograms expose
 // name_bucket, name_sum and name_count.
-func scrapedMetrics(t *testing.T) exportedMetrics {
+func scrapedMetrics(t *testing.T) (exported exportedMetrics, deprecated map[string]bool) {
 	t.Helper()
 	hub := hubtest.NewT(t, hubtest.Options{})
 	hub.AddRepo(hubtest.RepoSpec{ID: bootRepo, Files: []hubtest.File{
@@ -77,6 +78,7 @@ func scrapedMetrics(t *testing.T) exportedMetrics {
 		t.Fatal(err)
 	}
 	out := exportedMetrics{}
+	deprecated = map[string]bool{}
 	add := func(name string, labels []*dto.LabelPair, extra ...string) {
 		if out[name] == nil {
 			out[name] = map[string][]string{}
@@ -91,6 +93,13 @@ func scrapedMetrics(t *testing.T) exportedMetrics {
 		}
 	}
 	for name, f := range families {
+		series := []string{name}
+		switch f.GetType() {
+		case dto.MetricType_HISTOGRAM:
+			series = []string{name + "_bucket", name + "_sum", name + "_count"}
+		case dto.MetricType_SUMMARY:
+			series = []string{name, name + "_sum", name + "_count"}
+		}
 		for _, m := range f.GetMetric() {
 			labels := m.GetLabel()
 			switch f.GetType() {
@@ -106,8 +115,15 @@ func scrapedMetrics(t *testing.T) exportedMetrics {
 				add(name, labels)
 			}
 		}
+		// internal/metrics starts the help of a series it keeps for one
+		// last release with this notice (its tests hold it to that).
+		if strings.HasPrefix(f.GetHelp(), "Deprecated") {
+			for _, s := range series {
+				deprecated[s] = true
+			}
+		}
 	}
-	return out
+	return out, deprecated
 }
 
 // grafanaVar matches Grafana's variables: $__rate_interval stands for a range,
@@ -185,8 +201,9 @@ func dashboardQueries(t *testing.T, raw string) map[string]string {
 // TestAlertsAndDashboardNameRealMetrics renders the PrometheusRule and the
 // dashboard and checks every expression against the metrics a real hubproxy
 // (with a shared store) exposes: an alert on a misspelt or removed metric,
-// label or label value never fires, and says nothing about it. Names that
-// are missing are listed together.
+// label or label value never fires, and says nothing about it; one on a
+// deprecated metric stops working a release later. Names that are missing
+// are listed together.
 func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 	objs := renderWith(t, "--set", "prometheusRule.enabled=true", "--set", "grafanaDashboard.enabled=true")
 	exprs := map[string]string{}
@@ -218,7 +235,7 @@ func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 	}
 	maps.Copy(exprs, dashboardQueries(t, dashboards[0]))
 
-	exported := scrapedMetrics(t)
+	exported, deprecated := scrapedMetrics(t)
 	missing := map[string][]string{} // metric → where it is used
 	for _, where := range slices.Sorted(maps.Keys(exprs)) {
 		sels, err := selectors(exprs[where])
@@ -231,6 +248,11 @@ func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 			if !ok {
 				missing[s.metric] = append(missing[s.metric], where)
 				continue
+			}
+			if deprecated[s.metric] {
+				// It goes away in the next release: a panel or alert on it
+				// would then go blank or silent.
+				t.Errorf("%s: %s is deprecated (its help names the series to use)", where, s.metric)
 			}
 			for _, l := range s.labels {
 				if _, ok := labels[l]; !ok && !slices.Contains(targetLabels, l) {

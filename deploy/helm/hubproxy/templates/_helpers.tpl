@@ -192,6 +192,20 @@ what to change.
 {{- if and $v.serviceMonitor.enabled $v.podMonitor.enabled }}
 {{- fail "serviceMonitor and podMonitor both scrape the same pods; enable one" }}
 {{- end }}
+{{- if $v.ingress.enabled }}
+{{- if eq $v.mode "sidecar" }}
+{{- fail "ingress: sidecar pods have no Service to route to (hubproxy serves your own containers on 127.0.0.1); use it in standalone mode" }}
+{{- end }}
+{{- if not $v.ingress.hosts }}
+{{- fail "ingress.enabled needs at least one entry in ingress.hosts, e.g. [{host: hubproxy.example.com}]" }}
+{{- end }}
+{{- end }}
+{{- if and $v.service.nodePort (eq $v.service.type "ClusterIP") }}
+{{- fail "service.nodePort is set but service.type is ClusterIP; set service.type=NodePort (or LoadBalancer)" }}
+{{- end }}
+{{- if and (or $v.service.loadBalancerIP $v.service.loadBalancerSourceRanges) (ne $v.service.type "LoadBalancer") }}
+{{- fail "service.loadBalancerIP and service.loadBalancerSourceRanges apply only to service.type=LoadBalancer" }}
+{{- end }}
 {{- end }}
 
 {{/*
