@@ -273,7 +273,39 @@ func (w *modelWorld) checkMarkers(req *modelReq, ans *modelAnswer, states []*hub
 			out = append(out, wrong("marker", "the body carries another repo's content (%s)", modelRepoSpecs[r].id))
 		}
 	}
+	// A tensor's bytes carry no marker, but each version's are its own.
+	if req.route == routeTensor && ans.status == http.StatusOK && len(ans.body) > 0 {
+		if r, v, name, found := w.ref.tensorOf(ans.body); found {
+			ok := false
+			for _, st := range states {
+				s, _ := st.refusal(r, req.tok, true)
+				ok = ok || s == 0 && v < st.commits[r]
+			}
+			switch {
+			case !ok:
+				out = append(out, leak("marker", "the body is tensor %s of %s (version %d), which the hub did not let the caller read at any moment of the window", name, modelRepoSpecs[r].id, v))
+			case r != req.repo:
+				out = append(out, wrong("marker", "the body is another repo's tensor (%s of %s)", name, modelRepoSpecs[r].id))
+			}
+		}
+	}
 	return out
+}
+
+// tensorOf names the repo, version and tensor whose bytes are data.
+func (m *modelRef) tensorOf(data []byte) (r, v int, name string, found bool) {
+	for r, cs := range m.commits {
+		for v, c := range cs {
+			if f := c.files["model.safetensors"]; f != nil {
+				for n, t := range f.tensors {
+					if bytes.Equal(t.data, data) {
+						return r, v, n, true
+					}
+				}
+			}
+		}
+	}
+	return 0, 0, "", false
 }
 
 // pairKey is what a stranger can tell apart in an answer. Failures without

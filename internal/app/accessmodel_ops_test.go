@@ -3,6 +3,7 @@ package app_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"time"
 
@@ -17,20 +18,28 @@ import (
 type opKind int
 
 const (
-	opFile     opKind = iota // GET or HEAD of /{repo}/resolve|raw/{rev}/{path}
-	opAPI                    // repo info, tree, paths-info
-	opTensor                 // /models/{repo}/tensors[/{name}], /safetensors
-	opPass                   // a client's pick of upstream path, relayed uncached
-	opPair                   // a stranger asks the private repo and the missing one the same thing
-	opAccess                 // the owner gates, ungates, hides or shows a repo
-	opRevoke                 // a token loses every approval
-	opRegrant                // and gets them back
-	opApprove                // a token is approved for one repo
-	opPush                   // a new commit on main
-	opUpstream               // the upstream changes state
-	opRestart                // hubproxy restarts on the same cache
-	opClock                  // a long pause
+	opFile      opKind = iota // GET or HEAD of /{repo}/resolve|raw/{rev}/{path}
+	opAPI                     // repo info, tree, paths-info
+	opTensor                  // /models/{repo}/tensors[/{name}], /safetensors
+	opPass                    // a client's pick of upstream path, relayed uncached
+	opPair                    // a stranger asks the private repo and the missing one the same thing
+	opStage                   // POST /gpu/stage of one tensor on the admin listener, as a caller
+	opStoreRead               // GET or HEAD of a file, whole or a range, through node B (which shares the store)
+	opAccess                  // the owner gates, ungates, hides or shows a repo
+	opRevoke                  // a token loses every approval
+	opRegrant                 // and gets them back
+	opApprove                 // a token is approved for one repo
+	opPush                    // a new commit on main
+	opUpstream                // the upstream changes state
+	opRestart                 // hubproxy (node A, or node B) restarts on the same cache
+	opClock                   // a long pause
+	nOpKinds
 )
+
+var opKindNames = [...]string{"file", "api", "tensor", "pass", "pair", "stage", "store-read", "access", "revoke", "regrant",
+	"approve", "push", "upstream", "restart", "clock"}
+
+func (k opKind) String() string { return opKindNames[k] }
 
 type revKind int
 
@@ -117,19 +126,26 @@ type modelOp struct {
 	gated  bool
 	priv   bool
 	up     upState
-	route  int // opPair: which request
+	route  int  // opPair: which request
+	nodeB  bool // opRestart: node B restarts, not node A
 }
 
-// genOps draws n operations from rng. Requests dwell on a focus (a repo
-// and a caller) that moves now and then, so that what one request taught
-// the proxy is soon put to use by the next ones: leaks need such chains
-// (a caller's metadata answer, another's fill, an outage, the first
-// caller's read).
-func genOps(rng *rand.Rand, n int) []modelOp {
+// genOps draws n operations: requests and changes from rng, and from side
+// (a stream of their own, so that adding them left the histories of the
+// others as they were) GPU stagings and reads through node B, now and then
+// between them. Requests dwell on a focus (a repo and a caller) that moves
+// now and then, so that what one request taught the proxy is soon put to
+// use by the next ones: leaks need such chains (a caller's metadata answer,
+// another's fill, an outage, the first caller's read).
+func genOps(rng, side *rand.Rand, n int) []modelOp {
 	ops := make([]modelOp, 0, n)
 	up := upOK
 	focusRepo, focusCaller := 1, 0
-	for range n {
+	for len(ops) < n {
+		if side.IntN(5) == 0 {
+			ops = append(ops, genSideOps(side, focusRepo, focusCaller, up)...)
+			continue
+		}
 		if rng.IntN(10) == 0 {
 			focusRepo, focusCaller = rng.IntN(len(modelRepoSpecs)-1), rng.IntN(len(modelCallers))
 		}
@@ -151,7 +167,86 @@ func genOps(rng *rand.Rand, n int) []modelOp {
 		}
 		ops = append(ops, op)
 	}
-	return ops
+	return ops[:n]
+}
+
+// genSideOps draws a GPU staging of a tensor (on node A's admin API) or a
+// read through node B, on the focus repo more often than not, or now and
+// then a restart of either node. A staging is by the focus caller half the
+// time, as other requests are; node B's reader is anyone. Two reads on node B in three are set up to tempt it to let the store
+// stand in for the access decision: node A first reads the file for the
+// granted caller, so its chunks are in the store; and for one of them,
+// node B looks the file up or reads it for the granted caller too (so it
+// knows which chunks are the file's, or holds them, from the store), and
+// the upstream goes away (hung, gone, every route 503) just for the read,
+// by another caller more often than not.
+func genSideOps(rng *rand.Rand, focusRepo, focusCaller int, up upState) []modelOp {
+	op := modelOp{caller: rng.IntN(len(modelCallers)), repo: rng.IntN(len(modelRepoSpecs) - 1), method: http.MethodGet,
+		rev: modelRev{kind: revMain}}
+	switch r := rng.IntN(20); {
+	case r == 0:
+		op.repo = repoMissing
+	case r < 12:
+		op.repo = focusRepo
+	}
+	if rng.IntN(5) < 2 {
+		op.dt = time.Duration(rng.IntN(2000)) * time.Millisecond
+	}
+	switch p := rng.IntN(10); {
+	case p < 2:
+		op.rev = modelRev{kind: revCommit, commit: rng.IntN(8)}
+	case p == 2 && rng.IntN(2) == 0:
+		op.rev = modelRev{kind: revMissing}
+	}
+	k := rng.IntN(8)
+	if k == 0 {
+		return []modelOp{{kind: opRestart, nodeB: rng.IntN(2) == 0}}
+	}
+	if k < 4 {
+		op.kind, op.method, op.name = opStage, http.MethodPost, rng.IntN(len(modelTensorNames))
+		if rng.IntN(2) == 0 {
+			op.caller = focusCaller
+		}
+		return []modelOp{fixOp(op)}
+	}
+	op.kind = opStoreRead
+	op.path = 1 // model.safetensors, data/big.bin: large files, whose fills are shared
+	switch typ := modelRepoSpecs[op.repo].typ; {
+	case rng.IntN(3) == 0:
+		op.path = rng.IntN(len(modelPaths[typ]))
+	case typ == hub.Model:
+		op.path += rng.IntN(2) // or weights.bin
+	}
+	switch m := rng.IntN(6); {
+	case m == 0:
+		op.method = http.MethodHead
+	case m < 4:
+		op.rng = [2]int64{int64(rng.IntN(40 << 10)), int64(1 + rng.IntN(20<<10))}
+	}
+	fill := modelOp{kind: opFile, caller: 1, repo: op.repo, path: op.path, method: http.MethodGet, rev: op.rev}
+	switch rng.IntN(3) {
+	case 0:
+		return []modelOp{op}
+	case 1:
+		return []modelOp{fill, op}
+	}
+	look := modelOp{kind: opStoreRead, caller: 1, repo: op.repo, path: op.path, method: http.MethodHead, rev: op.rev}
+	if rng.IntN(2) == 0 {
+		look.method = http.MethodGet // node B then holds the file, filled from the store
+	}
+	if rng.IntN(5) != 0 {
+		op.caller = []int{0, 2, 3, 4}[rng.IntN(4)] // not granted
+	}
+	if up != upOK {
+		return []modelOp{fill, look, op}
+	}
+	outage := []upState{upAll503, upHung, upGone}[rng.IntN(3)]
+	// Asked twice: the first request finds the upstream gone, and the
+	// second, with node B knowing it is, is where it must not let the
+	// store decide.
+	again := op
+	again.dt = 0
+	return []modelOp{fill, look, {kind: opUpstream, up: outage}, op, again, {kind: opUpstream, up: upOK}}
 }
 
 func genOp(rng *rand.Rand, up upState) modelOp {
@@ -238,7 +333,7 @@ func genOp(rng *rand.Rand, up upState) modelOp {
 
 // fixOp keeps an op within what its kind can name.
 func fixOp(op modelOp) modelOp {
-	if op.kind == opTensor && modelRepoSpecs[op.repo].typ == hub.Dataset {
+	if (op.kind == opTensor || op.kind == opStage) && modelRepoSpecs[op.repo].typ == hub.Dataset {
 		op.repo = 1 // the tensor routes are for models
 	}
 	if op.repo == repoMissing && op.kind >= opAccess && op.kind <= opPush {
@@ -294,6 +389,13 @@ func (op modelOp) String() string {
 		fmt.Fprintf(&b, "%s %s %s %s@%s", who, op.method, kind, repo, op.rev)
 	case opPass:
 		fmt.Fprintf(&b, "%s GET %s (relayed uncached)", who, passPath)
+	case opStage:
+		fmt.Fprintf(&b, "%s admin POST /gpu/stage tensor %s of %s@%s", who, modelTensorNames[op.name], repo, op.rev)
+	case opStoreRead:
+		fmt.Fprintf(&b, "%s %s resolve %s@%s:%s on node B", who, op.method, repo, op.rev, modelPaths[modelRepoSpecs[op.repo].typ][op.path])
+		if op.rng[1] > 0 {
+			fmt.Fprintf(&b, " Range %d+%d", op.rng[0], op.rng[1])
+		}
 	case opPair:
 		fmt.Fprintf(&b, "%s pair probe #%d: org/private vs org/missing", who, op.route)
 	case opAccess:
@@ -309,7 +411,11 @@ func (op modelOp) String() string {
 	case opUpstream:
 		fmt.Fprintf(&b, "upstream: %s", op.up)
 	case opRestart:
-		b.WriteString("hubproxy: restart on the same cache")
+		if op.nodeB {
+			b.WriteString("hubproxy: restart node B on the same cache")
+		} else {
+			b.WriteString("hubproxy: restart on the same cache")
+		}
 	case opClock:
 		b.WriteString("clock")
 	}

@@ -30,9 +30,17 @@ func (k routeKind) content() bool {
 	return k == routeResolve || k == routeRaw || k == routeTensor || k == routeTensorList || k == routeSubset
 }
 
+// The listeners a request goes to.
+const (
+	nodeA     = iota // hubproxy's hub API
+	nodeAdmin        // its admin API
+	nodeB            // the second node, sharing the store with the first
+)
+
 // modelReq is one concrete request: what was sent, and what the model needs
 // to judge the answer.
 type modelReq struct {
+	node   int
 	tok    string
 	caller int
 	repo   int
@@ -89,7 +97,10 @@ func (w *modelWorld) request(op modelOp, r int) *modelReq {
 	repo := w.repos[r]
 	api := "/api/" + spec.typ.Plural() + "/" + spec.id
 	switch op.kind {
-	case opFile:
+	case opFile, opStoreRead:
+		if op.kind == opStoreRead {
+			req.node = nodeB
+		}
 		req.route, req.path = routeResolve, modelPaths[spec.typ][op.path]
 		kind := "/resolve/"
 		if op.raw {
@@ -150,6 +161,8 @@ func (w *modelWorld) request(op modelOp, r int) *modelReq {
 		}
 	case opPass:
 		req.route, req.method, req.url = routePass, http.MethodGet, passPath
+	case opStage:
+		w.stageRequest(req, spec.id, rev, modelTensorNames[op.name])
 	}
 	return req
 }

@@ -15,12 +15,14 @@ import (
 // TestAccessModel is a model-based test of hubproxy's access policy: seeded
 // random histories of requests on every route (files, ranges, HEAD,
 // If-None-Match, raw, repo info with and without expand=, trees,
-// paths-info, tensors, tensor listings, subsets) by anonymous, approved,
-// unapproved, unknown and revoked callers, on public, gated, private and
-// missing repos, interleaved with the hub changing (gating, hiding, revoking
-// and approving, pushing commits), the upstream failing in every way
-// (5xx, 429, hung, gone, the CDN only, the API only, one path a client can
-// pick), restarts and the clock. Every answer is checked against a reference
+// paths-info, tensors, tensor listings, subsets, GPU staging on the admin
+// API, and reads through a second node that shares the first's chunk store)
+// by anonymous, approved, unapproved, unknown and revoked callers, on
+// public, gated, private and missing repos, interleaved with the hub
+// changing (gating, hiding, revoking and approving, pushing commits), the
+// upstream failing in every way (5xx, 429, hung, gone, the CDN only, the API
+// only, one path a client can pick), restarts and the clock. Every answer,
+// node B's and every lease's included, is checked against a reference
 // model of the Hub (accessmodel_ref_test.go): hubproxy must never give a
 // caller content, a size, an ETag, or an existence answer (EntryNotFound,
 // RevisionNotFound, GatedRepo for a hidden repo) that the hub would have
@@ -37,6 +39,7 @@ import (
 func TestAccessModel(t *testing.T) {
 	steps := flagOrEnv(*modelSteps, "HUBPROXY_MODEL_STEPS", 200)
 	seeds := []uint64{1, 2, 3}
+	ci := steps >= 200 // the fixed seeds, with at least CI's budget
 	if n := flagOrEnv(*modelSeeds, "HUBPROXY_MODEL_SEEDS", 0); n > 0 || *modelRandom {
 		base := uint64(1)
 		if *modelRandom {
@@ -50,10 +53,23 @@ func TestAccessModel(t *testing.T) {
 	if *modelSeed != 0 {
 		seeds = []uint64{*modelSeed}
 	}
+	ci = ci && len(seeds) == 3 && seeds[0] == 1 && seeds[2] == 3
 	total := map[string]int{}
 	start := time.Now()
 	for _, seed := range seeds {
 		ops := modelHistory(seed, steps)
+		if ci {
+			// Every kind of operation, in every CI history.
+			kinds := map[opKind]int{}
+			for _, op := range ops {
+				kinds[op.kind]++
+			}
+			for k := range nOpKinds {
+				if kinds[k] == 0 {
+					t.Errorf("seed %d: the history has no %s operation", seed, k)
+				}
+			}
+		}
 		grace := modelGrace(seed)
 		run := runModel(t.TempDir(), grace, ops, false)
 		if run.err != nil {
@@ -81,6 +97,16 @@ func TestAccessModel(t *testing.T) {
 	if total["served, gated or private repo"] == 0 || total["refused, as the hub does"] == 0 {
 		t.Errorf("the histories never had gated or private content served, or a refusal: the model checked nothing")
 	}
+	if ci {
+		// Nor does one whose stagings and store reads were never both
+		// served and refused, or whose node B never read the store.
+		for _, k := range []string{"gpu stage: served", "gpu stage: refused", "node B read: served", "node B read: refused",
+			"node B read: served with bytes from the shared store"} {
+			if total[k] == 0 {
+				t.Errorf("the histories never had %q: the model did not check it", k)
+			}
+		}
+	}
 }
 
 var (
@@ -104,7 +130,7 @@ func flagOrEnv(v int, env string, def int) int {
 // modelHistory is seed's history; its first k operations are the same
 // whatever the length, so a failure replays with any steps past it.
 func modelHistory(seed uint64, steps int) []modelOp {
-	return genOps(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), steps)
+	return genOps(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed)), steps)
 }
 
 // modelGrace alternates outage-grace between off and longer than
@@ -160,25 +186,36 @@ func runModel(dir string, grace time.Duration, ops []modelOp, verbose bool) mode
 func (w *modelWorld) exec(op modelOp) (vs []modelVerdict, answer string, err error) {
 	w.clock.Advance(op.dt)
 	switch op.kind {
-	case opFile, opAPI, opTensor, opPass:
+	case opFile, opAPI, opTensor, opPass, opStage, opStoreRead:
 		start := time.Now()
 		defer func() { w.counts["ms in requests while "+w.up.String()] += int(time.Since(start).Milliseconds()) }()
-		down := w.down()
+		// Node B has its own breaker, and so its own view of an outage.
+		down, up, recovering := w.down, w.upstreamUp, &w.recovering
+		if op.kind == opStoreRead {
+			down, up, recovering = w.nodeB.down, w.nodeB.upstreamUp, &w.nodeB.recovering
+		}
+		wasDown := down()
 		req := w.request(op, op.repo)
 		sent := time.Now()
 		ans := w.do(req)
-		vs := w.check(req, ans, down)
-		if len(vs) > 0 && !down && (w.up == upOK || w.up == upCDN503) &&
-			time.Since(sent) >= w.cfg.MetadataTimeout && !w.upstreamUp() {
+		var vs []modelVerdict
+		if op.kind == opStage {
+			ans, vs = w.staged(req, ans)
+		}
+		nv := len(vs)
+		vs = append(vs, w.check(req, ans, wasDown)...)
+		if len(vs) > nv && !wasDown && (w.up == upOK || w.up == upCDN503) &&
+			time.Since(sent) >= w.cfg.MetadataTimeout && !up() {
 			// This very request found the healthy upstream too slow (a
 			// loaded machine) and hubproxy marked it down: an outage as
 			// it sees it, so its outage trust applies. A request answered
 			// at once by a breaker opened earlier (by a failing path a
 			// client picked, say) is not excused.
-			w.recovering = true
+			*recovering = true
 			w.counts["upstream marked down while up (too slow)"]++
-			vs = w.check(req, ans, true)
+			vs = append(vs[:nv], w.check(req, ans, true)...)
 		}
+		w.countNewOps(op, ans)
 		return vs, describe(req, ans), nil
 	case opPair:
 		return w.pair(op)

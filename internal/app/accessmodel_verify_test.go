@@ -53,6 +53,9 @@ func verifyContent(req *modelReq, ans *modelAnswer, h hubAnswer) error {
 		if d := ans.header.Get("X-Tensor-Dtype"); d != "" && d != t.dtype {
 			return fmt.Errorf("X-Tensor-Dtype %s, not %s", d, t.dtype)
 		}
+		if s, want := ans.header.Get("X-Tensor-Shape"), shapeString(t.shape); s != "" && s != want {
+			return fmt.Errorf("X-Tensor-Shape %s, not %s", s, want)
+		}
 		return sameBody(req, ans, t.data)
 	case routeTensorList:
 		if ans.status != http.StatusOK || head {
@@ -247,4 +250,13 @@ func verifyEntries(body []byte, c *modelCommit, want map[string]int64) error {
 		}
 	}
 	return nil
+}
+
+// shapeString is a tensor's shape as X-Tensor-Shape writes it: "[16,8]".
+func shapeString(shape []int64) string {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	return "[" + strings.Join(dims, ",") + "]"
 }

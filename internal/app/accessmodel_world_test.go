@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
@@ -52,8 +54,10 @@ func (l *modelLog) tail(n int) []string {
 	return append([]string(nil), l.lines[max(0, len(l.lines)-n):]...)
 }
 
-// modelWorld is one fake hub behind relays, one hubproxy in front, and the
-// reference model of what the hub has said and done.
+// modelWorld is one fake hub behind relays, two hubproxy nodes in front
+// sharing a store (node A, which the run restarts and whose admin API
+// stages tensors; node B, which only reads files), and the reference model
+// of what the hub has said and done.
 type modelWorld struct {
 	hub        *hubtest.Hub
 	hubRelay   *modelRelay
@@ -62,6 +66,9 @@ type modelWorld struct {
 	cfg        app.Config
 	h          *app.Handlers
 	srv        *httptest.Server
+	adm        *httptest.Server // h's admin API, on loopback TCP
+	stager     *modelStager     // h's GPU copier
+	nodeB      *modelNodeB      // a second hubproxy on the same shared store
 	client     *http.Client
 	ref        *modelRef
 	repos      []hub.Repo
@@ -107,11 +114,18 @@ func newModelWorld(dir string, grace time.Duration) (*modelWorld, error) {
 		st.commits = append(st.commits, len(commits))
 	}
 	w.ref.hist = []snapshot{{at: w.clock.Now(), st: st}}
+	store, secret, err := modelSharedStore(dir)
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	w.stager = newModelStager()
 	w.cfg = app.Config{
-		Upstream: w.hubRelay.URL(), CacheDir: dir, BlockSize: 16 << 10, ChunkSize: 64 << 10,
+		Upstream: w.hubRelay.URL(), CacheDir: filepath.Join(dir, "a"), BlockSize: 16 << 10, ChunkSize: 64 << 10,
 		AccessTTL: modelAccessTTL, RevisionTTL: modelRevisionTTL, PublicTTL: modelPublicTTL, OutageGrace: grace,
 		MetadataTimeout: 300 * time.Millisecond, FillTimeout: 500 * time.Millisecond, StallTimeout: 300 * time.Millisecond,
 		UpstreamCooldown: 50 * time.Millisecond, Now: w.clock.Now,
+		SharedStore: store, SharedStoreSecretFile: secret, Stager: w.stager,
 	}
 	w.client = &http.Client{
 		Timeout:       30 * time.Second,
@@ -119,6 +133,10 @@ func newModelWorld(dir string, grace time.Duration) (*modelWorld, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	if err := w.start(); err != nil {
+		w.close()
+		return nil, err
+	}
+	if w.nodeB, err = w.startNodeB(filepath.Join(dir, "b")); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -134,19 +152,28 @@ func (w *modelWorld) start() error {
 		return fmt.Errorf("building hubproxy: %w", err)
 	}
 	w.h, w.srv = h, httptest.NewServer(h.Main)
+	// As serve.go serves admin-listen host:port: callers without a peer
+	// credential, on loopback TCP.
+	w.adm = httptest.NewUnstartedServer(h.Admin)
+	w.adm.Config.ConnContext = admin.ConnContext
+	w.adm.Start()
 	return nil
 }
 
 func (w *modelWorld) stop() {
 	if w.srv != nil {
+		w.adm.Close()
 		w.srv.Close()
 		w.h.Close()
-		w.srv, w.h = nil, nil
+		w.srv, w.adm, w.h = nil, nil, nil
 	}
 }
 
 func (w *modelWorld) close() {
 	w.stop()
+	if w.nodeB != nil {
+		w.nodeB.close()
+	}
 	for _, r := range []*modelRelay{w.hubRelay, w.cdnRelay} {
 		if r != nil {
 			r.close()
@@ -190,6 +217,9 @@ func (w *modelWorld) setUpstream(u upState) error {
 	}
 	if w.up.down() && !u.down() {
 		w.recovering = true
+		if w.nodeB != nil {
+			w.nodeB.recovering = true
+		}
 	}
 	w.up = u
 	if w.recovering {
@@ -230,9 +260,12 @@ func (w *modelWorld) down() bool {
 	return w.up.down() || w.recovering
 }
 
-// upstreamUp is what /readyz says of the upstream.
-func (w *modelWorld) upstreamUp() bool {
-	resp, err := w.client.Get(w.srv.URL + "/readyz")
+// upstreamUp is what node A's /readyz says of the upstream.
+func (w *modelWorld) upstreamUp() bool { return w.nodeUp(w.srv.URL) }
+
+// nodeUp is what the /readyz of the node at base says of the upstream.
+func (w *modelWorld) nodeUp(base string) bool {
+	resp, err := w.client.Get(base + "/readyz")
 	if err != nil {
 		return false
 	}
@@ -254,7 +287,14 @@ func (w *modelWorld) do(req *modelReq) *modelAnswer {
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
 	}
-	hr, err := http.NewRequest(req.method, w.srv.URL+req.url, body)
+	base := w.srv.URL
+	switch req.node {
+	case nodeAdmin:
+		base = w.adm.URL
+	case nodeB:
+		base = w.nodeB.srv.URL
+	}
+	hr, err := http.NewRequest(req.method, base+req.url, body)
 	if err != nil {
 		return &modelAnswer{err: err}
 	}
@@ -300,6 +340,9 @@ func (w *modelWorld) apply(op modelOp) error {
 	case opUpstream:
 		return w.setUpstream(op.up)
 	case opRestart:
+		if op.nodeB {
+			return w.nodeB.restart()
+		}
 		return w.start()
 	}
 	return nil
