@@ -1,37 +1,27 @@
 package app_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // syncBuffer is a log destination safe for the handlers' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type syncBuffer = testutil.SyncBuffer
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) lines() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// requestLines are the access log's request lines in logs (JSON).
+func requestLines(logs *syncBuffer) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
 			out = append(out, m)
@@ -70,7 +60,7 @@ func TestAccessLogLines(t *testing.T) {
 	// A handler logs after its last byte went out: wait for the lines.
 	var lines []map[string]any
 	for range 500 {
-		if lines = logs.lines(); len(lines) > 0 && lines[len(lines)-1]["cache"] == "hit" && len(lines) >= 3 {
+		if lines = requestLines(&logs); len(lines) > 0 && lines[len(lines)-1]["cache"] == "hit" && len(lines) >= 3 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

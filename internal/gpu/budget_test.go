@@ -1,15 +1,15 @@
 package gpu
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // TestBudgetRefusesBeforeAllocating: a staging or Bench that would take
@@ -168,22 +168,7 @@ func TestBudgetKeptWhenFreeFails(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer a logger may write while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // TestBenchReturnsEverything: Bench measures both paths, then frees its
 // allocation and pageable buffer and returns its budget.

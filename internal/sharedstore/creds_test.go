@@ -1,7 +1,6 @@
 package sharedstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // noCredentials leaves the AWS SDK nothing to find credentials in: no
@@ -40,22 +39,7 @@ func noCredentials(t *testing.T) {
 }
 
 // syncBuffer is a log sink the SDK's goroutines may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // No credentials anywhere, against an S3-compatible endpoint: one sentence
 // saying what to set, not the SDK's chain of every provider it tried, and

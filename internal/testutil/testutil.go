@@ -1,10 +1,12 @@
 // Package testutil is what hubproxy's tests share for waiting: Eventually,
-// the one polling helper, and Clock, a clock a test moves by hand, for code
+// the one polling helper, Clock, a clock a test moves by hand, for code
 // that takes an injected clock (func() time.Time) so that its tests never
-// sleep out a TTL or a cool-down. Only tests import it.
+// sleep out a TTL or a cool-down, and SyncBuffer, for output written while
+// the test reads it. Only tests import it.
 package testutil
 
 import (
+	"bytes"
 	"sync"
 	"testing"
 	"time"
@@ -49,4 +51,25 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// SyncBuffer is a bytes.Buffer that goroutines may write (a logger, a
+// child's output pipes) while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
