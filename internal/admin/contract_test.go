@@ -1,9 +1,7 @@
 package admin_test
 
 import (
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -39,35 +37,3 @@ func TestAdminBodiesMatchTheContract(t *testing.T) {
 	}
 }
 
-// The admin router's own 404 and 405 answers take the shape of every other
-// error, as the public listener's do.
-func TestAdminRouterErrorsAreJSON(t *testing.T) {
-	e := newEnv(t, hubtest.Options{}, nil)
-	adm := httptest.NewServer(e.Admin)
-	defer adm.Close()
-	for _, tc := range []struct {
-		method, path string
-		status       int
-		code         string
-	}{
-		{http.MethodGet, "/nope", 404, "EntryNotFound"},
-		{http.MethodPut, "/gpu/stage", 405, "MethodNotAllowed"},
-		{http.MethodPost, "/gpu/devices", 405, "MethodNotAllowed"},
-	} {
-		req, _ := http.NewRequest(tc.method, adm.URL+tc.path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body map[string]string
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || resp.Header.Get("X-Error-Code") != tc.code || err != nil || body["error"] == "" ||
-			resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Request-Id") == "" {
-			t.Errorf("%s %s: %d %q %v %v", tc.method, tc.path, resp.StatusCode, resp.Header.Get("X-Error-Code"), body, err)
-		}
-		if tc.status == 405 && resp.Header.Get("Allow") == "" {
-			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
-		}
-	}
-}

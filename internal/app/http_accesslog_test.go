@@ -94,6 +94,7 @@ func TestRouterErrorsAreJSON(t *testing.T) {
 		{e.Proxy.URL, http.MethodPost, "/org/model/resolve/main/x.bin", 405, "MethodNotAllowed"},
 		{admin.URL, http.MethodGet, "/nope", 404, "EntryNotFound"},
 		{admin.URL, http.MethodPut, "/gpu/stage", 405, "MethodNotAllowed"},
+		{admin.URL, http.MethodPost, "/gpu/devices", 405, "MethodNotAllowed"},
 	} {
 		req, _ := http.NewRequest(tc.method, tc.base+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -104,7 +105,7 @@ func TestRouterErrorsAreJSON(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		if resp.StatusCode != tc.status || resp.Header.Get("X-Error-Code") != tc.code || err != nil || body["error"] == "" ||
-			resp.Header.Get("Content-Type") != "application/json" {
+			resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Request-Id") == "" {
 			t.Errorf("%s %s: %d %q %v %v", tc.method, tc.path, resp.StatusCode, resp.Header.Get("X-Error-Code"), body, err)
 		}
 		if tc.status == 405 && resp.Header.Get("Allow") == "" {
