@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // execute runs the hubproxy command tree with args, as main does, ending it
@@ -139,13 +141,7 @@ func TestTwoServesOnOneAdminSocket(t *testing.T) {
 			t.Errorf("the first serve left its socket behind: %v", err)
 		}
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for !answers(sock) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first serve never answered on its admin socket")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, time.Minute, "the first serve to answer on its admin socket", func() bool { return answers(sock) })
 	_, err := execute(t, 20*time.Second, append(args, "--cache-dir", t.TempDir())...)
 	if err == nil || !strings.Contains(err.Error(), "admin socket "+sock+" is in use by another process") {
 		t.Fatalf("second serve: %v, want it to refuse the socket in use", err)

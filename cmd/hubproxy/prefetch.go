@@ -26,15 +26,13 @@ import (
 // (POST /cache/prefetch), and pull only shows the progress it streams.
 
 // adminTarget is where pull looks for the --server hubproxy's admin API:
-// --admin, else HUBPROXY_ADMIN_LISTEN (as serve reads it), else, for a
-// server on this machine, serve's default socket. "" means none to try,
-// and why.
+// --admin, else, for a server on this machine only, HUBPROXY_ADMIN_LISTEN
+// (as serve reads it) or serve's default socket. A local admin API says
+// nothing of a remote server: prefetching through it would fill another
+// hubproxy's cache and report success. "" means none to try, and why.
 func adminTarget(flag, server string) (addr, why string) {
 	if flag != "" {
 		return flag, ""
-	}
-	if env := os.Getenv("HUBPROXY_ADMIN_LISTEN"); env != "" {
-		return env, ""
 	}
 	u, err := url.Parse(server)
 	if err != nil {
@@ -43,6 +41,9 @@ func adminTarget(flag, server string) (addr, why string) {
 	host := u.Hostname()
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return "", "the server is not on this machine; give --admin if its admin API is reachable from here"
+	}
+	if env := os.Getenv("HUBPROXY_ADMIN_LISTEN"); env != "" {
+		return env, ""
 	}
 	return app.Defaults().AdminListen, ""
 }

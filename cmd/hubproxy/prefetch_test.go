@@ -62,8 +62,9 @@ func TestPullPrefetchesServerSide(t *testing.T) {
 	}
 
 	// The caller's own access decides, as on the public routes.
-	if _, err := runCmd(t, "pull", "--server", srv.URL, "--admin", adm.URL, "--progress", "none", "org/private"); err == nil {
-		t.Error("a prefetch without a token read a private repo")
+	if _, err := runCmd(t, "pull", "--server", srv.URL, "--admin", adm.URL, "--progress", "none", "org/private"); err == nil ||
+		!strings.Contains(err.Error(), "HTTP 401, RepoNotFound") {
+		t.Errorf("a prefetch without a token of a private repo: %v, want the Hub's 401 RepoNotFound", err)
 	}
 	if out, err := runCmd(t, "pull", "--server", srv.URL, "--admin", adm.URL, "--progress", "none", "--token", "hf_good", "org/private"); err != nil ||
 		!strings.Contains(out, "server-side") {
@@ -89,7 +90,12 @@ func TestAdminTarget(t *testing.T) {
 		t.Errorf("--admin given: %q", addr)
 	}
 	t.Setenv("HUBPROXY_ADMIN_LISTEN", "unix:///tmp/a.sock")
-	if addr, _ := adminTarget("", "http://hubproxy.svc:8080"); addr != "unix:///tmp/a.sock" {
-		t.Errorf("HUBPROXY_ADMIN_LISTEN: %q", addr)
+	if addr, _ := adminTarget("", "http://127.0.0.1:8080"); addr != "unix:///tmp/a.sock" {
+		t.Errorf("HUBPROXY_ADMIN_LISTEN, a local server: %q", addr)
+	}
+	// This machine's admin API says nothing of a remote server: using it
+	// would fill another hubproxy's cache.
+	if addr, why := adminTarget("", "http://hubproxy.svc:8080"); addr != "" || !strings.Contains(why, "--admin") {
+		t.Errorf("HUBPROXY_ADMIN_LISTEN, a remote server: admin %q (%s), want none", addr, why)
 	}
 }

@@ -77,7 +77,13 @@ func serve(ctx context.Context, l loaded) error {
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, time.Second))
 			defer cancel()
-			adminSrv.Shutdown(sctx)
+			if adminSrv.Shutdown(sctx) != nil {
+				// Shutdown only waits: a handler still running (a prefetch
+				// streams for as long as a repo takes) would go on filling
+				// the cache while it closes. Closing the connections
+				// cancels their requests, and the fills with them.
+				adminSrv.Close()
+			}
 		}()
 		log.Info("admin API serving", "addr", aln.Addr().String())
 	}

@@ -36,4 +36,3 @@ func TestAdminBodiesMatchTheContract(t *testing.T) {
 		spec.Conforms(t, spec.Schema(t, schema), spectest.GetJSON(t, url), schema)
 	}
 }
-

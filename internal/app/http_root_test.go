@@ -93,7 +93,7 @@ func TestRootListsTransfersInFlight(t *testing.T) {
 	data := hubtest.RandomBytes(81, 1<<20)
 	e.Hub.AddRepo(hubtest.RepoSpec{Type: hub.Model, ID: model.ID(), Files: []hubtest.File{{Path: "w.bin", Data: data}}})
 	e.Hub.GrantToken("hf_reader")
-	e.Hub.SetFaults(hubtest.Faults{StallBody: hubtest.Fault{N: 1}, CutAt: 256 << 10, StallFor: 2 * time.Second})
+	e.Hub.SetFaults(hubtest.Faults{StallBody: hubtest.Fault{N: 1}, CutAt: 256 << 10, StallFor: 8 * time.Second})
 
 	const file = "/org/model/resolve/main/w.bin"
 	var wg sync.WaitGroup
@@ -149,7 +149,7 @@ func TestRootListsTransfersInFlight(t *testing.T) {
 		}
 		return false
 	})
-	if seen["caller"] != "token" || seen["method"] != "GET" || seen["id"] == "" {
+	if id, _ := seen["id"].(string); seen["caller"] != "token" || seen["method"] != "GET" || id == "" {
 		t.Errorf("transfer listed as %v", seen)
 	}
 	if _, ok := seen["bytes"].(float64); !ok {

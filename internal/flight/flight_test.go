@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // Callers of one key at once share one run of fn and its result.
@@ -37,12 +39,7 @@ func TestSharesOneRun(t *testing.T) {
 	<-started
 	// Every caller must be waiting before the run ends, or a late one
 	// would start a second run: wait until all have joined.
-	for {
-		if g.Waiting("k") == len(results) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "every caller waiting on the run", func() bool { return g.Waiting("k") == len(results) })
 	close(release)
 	wg.Wait()
 	if runs.Load() != 1 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/fetch"
 	"github.com/hubproxy/hubproxy/internal/hub"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // fakeUpstream answers every API call with body after release is closed,
@@ -133,14 +134,10 @@ func TestColdMissesShareOneUpstreamCall(t *testing.T) {
 		}()
 	}
 	// Let every request join the flight before upstream answers.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		req := infoRequest(t, "Bearer hf_a")
-		if s.flights.Waiting(metaKey(req.Caller, req.Method, req.PathAndQuery, "", nil)) == n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	req := infoRequest(t, "Bearer hf_a")
+	testutil.Eventually(t, 10*time.Second, "every request waiting on the flight", func() bool {
+		return s.flights.Waiting(metaKey(req.Caller, req.Method, req.PathAndQuery, "", nil)) == n
+	})
 	close(up.release)
 	wg.Wait()
 	if c := up.calls.Load(); c != 1 {

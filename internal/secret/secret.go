@@ -76,6 +76,12 @@ func URL(raw string) string {
 	return u.String()
 }
 
+// Query returns a raw query (without its '?') with the credentials in it
+// hidden, as URL hides them, pair by pair, so the order and encoding of
+// everything else stay as written. Unlike URL it reads all of raw: a '#'
+// in it is not taken for the start of a fragment.
+func Query(raw string) string { return redactQuery(raw) }
+
 // redactQuery redacts a raw query in place, pair by pair, so the order and
 // encoding of everything else stay as written.
 func redactQuery(raw string) string {

@@ -202,7 +202,7 @@ func (s *Server) writeErrorFrom(table []errorRule, w http.ResponseWriter, r *htt
 		he.msg = http.StatusText(he.status)
 	}
 	h := w.Header()
-	for _, k := range []string{"Content-Length", "Content-Range", "Content-Disposition", "ETag", "X-Linked-Etag", "X-Linked-Size", "Accept-Ranges"} {
+	for _, k := range []string{"Content-Length", "Content-Range", "Content-Disposition", "ETag", "X-Linked-Etag", "X-Linked-Size", "Accept-Ranges", "X-Hubproxy-Cache"} {
 		h.Del(k)
 	}
 	if he.code != "" {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -202,13 +203,16 @@ func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 		return n, err
 	}
 	lr, ok := r.(*io.LimitedReader)
+	if ok {
+		_, ok = lr.R.(*os.File) // a file can go by sendfile; pieces of anything else would each copy through a buffer of their own
+	}
 	if !ok || lr.N <= progressPiece {
 		n, err := rf.ReadFrom(r)
 		w.bytes.Add(n)
 		return n, err
 	}
-	// A large body (http.ServeContent hands over a LimitedReader of the
-	// file) goes in pieces, each still one LimitedReader of the same file
+	// A large file body (http.ServeContent hands over a LimitedReader of
+	// the blob) goes in pieces, each still one LimitedReader of the same file
 	// that net/http can sendfile, so that the count moves while it is
 	// sent; the kernel's sendfile loop works in pieces this size anyway.
 	var total int64
@@ -348,7 +352,13 @@ func logQuery(raw string) string {
 	if raw == "" {
 		return ""
 	}
-	return clip(strings.TrimPrefix(secret.URL("?"+raw), "?"), 1024)
+	// A raw '#' in a request's query is part of it, and may start another
+	// name=value for a client or proxy that splits there: redact each part.
+	parts := strings.Split(raw, "#")
+	for i, p := range parts {
+		parts[i] = secret.Query(p)
+	}
+	return clip(strings.Join(parts, "#"), 1024)
 }
 
 // forwardedFor is the first hop of X-Forwarded-For, the client as the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -25,29 +26,44 @@ func (p *pieceRecorder) ReadFrom(src io.Reader) (int64, error) {
 	return io.Copy(io.Discard, src)
 }
 
-// A large body goes to the writer in pieces, each a LimitedReader of the
-// same source (so net/http can still sendfile it), and the byte count the
-// root page reads moves between them; a source shorter than promised ends
-// as io.Copy would.
+// A large file body goes to the writer in pieces, each a LimitedReader of
+// the same file (so net/http can still sendfile it), and the byte count the
+// root page reads moves between them; a file shorter than promised ends as
+// io.Copy would. Any other source goes whole: its pieces would each copy
+// through a buffer of their own.
 func TestStatusWriterCountsLargeBodiesAsTheyGo(t *testing.T) {
 	for _, tc := range []struct {
 		data, limit int64
+		file        bool
 		counts      []int64
 	}{
-		{10 << 20, 10 << 20, []int64{0, 4 << 20, 8 << 20}},
-		{5 << 20, 10 << 20, []int64{0, 4 << 20, 5 << 20}},
-		{1 << 20, 1 << 20, []int64{0}},
+		{10 << 20, 10 << 20, true, []int64{0, 4 << 20, 8 << 20}},
+		{5 << 20, 10 << 20, true, []int64{0, 4 << 20, 5 << 20}},
+		{1 << 20, 1 << 20, true, []int64{0}},
+		{10 << 20, 10 << 20, false, []int64{0}},
 	} {
+		var src io.Reader = bytes.NewReader(make([]byte, tc.data))
+		if tc.file {
+			f, err := os.CreateTemp(t.TempDir(), "body")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			src = f
+		}
 		sw := &statusWriter{}
 		rec := &pieceRecorder{ResponseRecorder: httptest.NewRecorder(), sw: sw}
 		sw.ResponseWriter = rec
-		lr := &io.LimitedReader{R: bytes.NewReader(make([]byte, tc.data)), N: tc.limit}
+		lr := &io.LimitedReader{R: src, N: tc.limit}
 		n, err := sw.ReadFrom(lr)
 		if n != tc.data || err != nil || sw.bytes.Load() != tc.data {
-			t.Errorf("%d of %d: ReadFrom = %d, %v; counted %d", tc.data, tc.limit, n, err, sw.bytes.Load())
+			t.Errorf("%d of %d (file %v): ReadFrom = %d, %v; counted %d", tc.data, tc.limit, tc.file, n, err, sw.bytes.Load())
 		}
 		if !slices.Equal(rec.counts, tc.counts) {
-			t.Errorf("%d of %d: counts at each piece %v, want %v", tc.data, tc.limit, rec.counts, tc.counts)
+			t.Errorf("%d of %d (file %v): counts at each piece %v, want %v", tc.data, tc.limit, tc.file, rec.counts, tc.counts)
 		}
 	}
 }
