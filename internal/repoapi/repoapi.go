@@ -177,11 +177,12 @@ type shared struct {
 
 func (s *Service) cached(ctx context.Context, req Request) (*Response, error) {
 	key := metaKey(req.Caller, req.Method, req.PathAndQuery, req.ContentType, req.Body)
-	if env, ok := s.reusable(key, req); ok {
+	env, lerr := s.load(key)
+	if s.reusable(env, lerr, req) {
 		return s.response(req, env, Hit, 0), nil
 	}
 	if s.opts.Offline {
-		env, err := s.replay(key, req)
+		env, err := s.replay(env, lerr, req)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +196,7 @@ func (s *Service) cached(ctx context.Context, req Request) (*Response, error) {
 		// this one started has stored an answer this caller may reuse,
 		// and without this check its followers would each ask upstream
 		// once more (groupcache's load does the same).
-		if env, ok := s.reusable(key, req); ok {
+		if env, err := s.load(key); s.reusable(env, err, req) {
 			return &shared{env: env, source: Hit}, nil
 		}
 		return s.fetch(fctx, key, req)
@@ -210,19 +211,17 @@ func (s *Service) cached(ctx context.Context, req Request) (*Response, error) {
 	return s.response(req, sh.env, sh.source, n), nil
 }
 
-// reusable returns the cached answer for key if the policy lets this caller
-// reuse it without asking upstream.
-func (s *Service) reusable(key string, req Request) (envelope, bool) {
-	env, err := s.load(key)
-	return env, err == nil && s.opts.Policy.Reusable(req.URL.Rev, env.Stored)
+// reusable reports whether a cached answer (env, as load returned it with
+// err) may be reused by this caller without asking upstream.
+func (s *Service) reusable(env envelope, err error, req Request) bool {
+	return err == nil && s.opts.Policy.Reusable(req.URL.Rev, env.Stored)
 }
 
 // replay returns the cached answer for key when upstream cannot be asked,
 // as the access policy allows: an answer upstream gave this very anonymous
 // caller, a repo upstream says is public, or a caller it granted the repo
-// within the grace.
-func (s *Service) replay(key string, req Request) (envelope, error) {
-	env, err := s.load(key)
+// within the grace. env and err are what load returned for the request's key.
+func (s *Service) replay(env envelope, err error, req Request) (envelope, error) {
 	if err != nil {
 		if s.opts.Offline {
 			return envelope{}, resolver.ErrOffline
@@ -260,10 +259,11 @@ func (s *Service) fetch(ctx context.Context, key string, req Request) (*shared, 
 		if !errors.Is(err, fetch.ErrUnavailable) {
 			return nil, err
 		}
-		if _, lerr := s.load(key); lerr != nil {
+		cached, lerr := s.load(key)
+		if lerr != nil {
 			return nil, err // nothing cached to fall back on
 		}
-		env, ferr := s.replay(key, req)
+		env, ferr := s.replay(cached, nil, req)
 		if ferr != nil {
 			return nil, fmt.Errorf("%w (%v)", ferr, err)
 		}
