@@ -13,6 +13,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 func TestChunkKeysAndObjects(t *testing.T) {
@@ -72,11 +73,14 @@ func sealedByHubproxy(t *testing.T, etag string, data []byte) []byte {
 	}
 	io.Copy(io.Discard, body)
 	body.Close()
-	s.Close() // the chunk is put
-	obj, err := os.ReadFile(filepath.Join(dir, storeLayout, "chunks", etag, "64", "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The flight puts the chunk after its reader has the bytes, and Close
+	// cancels a put still running: wait for the object first.
+	var obj []byte
+	testutil.Eventually(t, 10*time.Second, "the chunk in the store", func() bool {
+		obj, err = os.ReadFile(filepath.Join(dir, storeLayout, "chunks", etag, "64", "0"))
+		return err == nil
+	})
+	s.Close()
 	return obj
 }
 
