@@ -37,6 +37,13 @@ type File struct {
 
 	mu     sync.Mutex // serialises upstream reads; guards the fields below
 	stream stream
+	// around is what reads that bypass the cache read from, set when the
+	// bypass begins: for a cache that cannot store (a full disk) the
+	// cluster's store first (fillOrigin), so a node whose disk is smaller
+	// than the model does not cost the cluster a copy of it from upstream;
+	// for another caller's refusal the caller's own upstream (othersRefusal).
+	// nil: the caller's own upstream.
+	around cache.Origin
 	// whole is set by VerifyWhole: the reader reads the entire file from 0,
 	// so once bypassing, everything it is given is hashed and checked.
 	whole  bool
@@ -147,8 +154,11 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		defer f.mu.Unlock()
 		if !f.bypassing.Load() {
 			f.bypassing.Store(true)
-			if storage && f.fs.opts.OnBypass != nil {
-				f.fs.opts.OnBypass(f.ctx, f.Repo, f.Path, err)
+			if storage {
+				f.around = f.fs.fillOrigin(f.origin)
+				if f.fs.opts.OnBypass != nil {
+					f.fs.opts.OnBypass(f.ctx, f.Repo, f.Path, err)
+				}
 			}
 			if err := f.startVerify(off); err != nil {
 				return 0, err

@@ -67,7 +67,11 @@ func (f *File) readStream(p []byte, off int64) (int, error) {
 	}
 	if s.body == nil {
 		end := min(max(s.end, off+int64(len(p))), f.Meta.Size)
-		body, err := f.origin.FetchRange(f.ctx, off, end-off)
+		src := f.around
+		if src == nil {
+			src = f.origin
+		}
+		body, err := src.FetchRange(f.ctx, off, end-off)
 		if err != nil {
 			return 0, err
 		}

@@ -3,6 +3,8 @@ package sharedfill
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,20 +15,33 @@ import (
 )
 
 // claimBody is a claim object's content. Waiters compare it whole: any
-// change (a beat) shows the owner alive.
+// change (a beat) shows the owner alive, and Have growing shows it making
+// progress.
 type claimBody struct {
-	Owner string    `json:"owner"`
-	Beat  int64     `json:"beat"`
-	Time  time.Time `json:"time"` // the owner's clock, for claims long dead
+	Owner string `json:"owner"`
+	// Nonce is the claiming attempt's: a create that succeeded but whose
+	// reply was lost is retried (by the SDK) and answered "exists", and the
+	// nonce read back tells our own claim from another's (a file:// store
+	// makes the same check with link(2) itself).
+	Nonce string `json:"nonce,omitempty"`
+	Beat  int64  `json:"beat"`
+	// Have is how many bytes of the chunk the owner has fetched.
+	Have int64 `json:"have"`
+	// Time is the writer's clock, for people reading the store. It is never
+	// compared with another node's clock: nodes' clocks may be skewed.
+	Time time.Time `json:"time"`
 }
 
 // heldClaim is a claim this node won.
-type heldClaim struct{ gen int }
+type heldClaim struct {
+	gen   int
+	nonce string
+}
 
 var (
-	// errWaitedTooLong: the chunk's owner is alive but has not delivered
-	// within MaxWait.
-	errWaitedTooLong = errors.New("sharedfill: waited too long for another node's chunk")
+	// errWaitedTooLong: the chunk's owner is alive but has fetched nothing
+	// more for MaxWait.
+	errWaitedTooLong = errors.New("sharedfill: another node's chunk made no progress")
 	// errTooManyGens: claims keep going stale; something is wrong.
 	errTooManyGens = errors.New("sharedfill: too many stale claims on one chunk")
 )
@@ -34,90 +49,163 @@ var (
 const (
 	// maxGens bounds the takeovers of one chunk.
 	maxGens = 32
-	// deadAfter is how old (by its owner's clock) a claim must be for a
-	// waiter to skip it at once rather than watch it for a lease: a node
-	// that starts after its predecessor died mid-chunk need not wait. It
-	// allows for this much clock skew between nodes.
-	deadAfter = 2 * time.Minute
+	// deadLeases is how many leases old, by the store's own clock
+	// (storeclock.go), a claim must be for a waiter to skip it at once
+	// rather than watch it for a lease: a node that starts after its
+	// predecessor died mid-chunk need not wait. A live owner rewrites its
+	// claim every Lease/3.
+	deadLeases = 2
 	// The pause between polls for a chunk grows from pollMin to pollMax.
 	pollMin = 20 * time.Millisecond
 	pollMax = time.Second
 )
+
+// waitState is what a waiter has seen of one chunk's claims.
+type waitState struct {
+	gen        int
+	stale      bool      // gen replaces a claim that went silent
+	watching   int       // the generation seen is of; -1: none yet
+	seen       []byte    // the claim as last read
+	changed    time.Time // when seen last changed, by our clock
+	have       int64     // the owner's progress as last read
+	progressed time.Time // when have last grew (or the claim was first seen)
+	pause      time.Duration
+}
 
 // acquire decides who fetches the chunk of f: this node (a held claim, and
 // whether it took the chunk over from an owner that went silent), or
 // another node whose copy has landed (landed). An error is the store
 // failing, the context ending, errWaitedTooLong or errTooManyGens.
 func (s *Sharer) acquire(ctx context.Context, f *flight) (held *heldClaim, landed, tookOver bool, err error) {
-	begun := time.Now()
-	var (
-		gen      int
-		stale    bool      // gen replaces a claim that went silent
-		watching = -1      // the generation seen is of
-		seen     []byte    // the claim as last read
-		changed  time.Time // when seen last changed, by our clock
-		pause    = pollMin
-	)
+	w := waitState{watching: -1, pause: pollMin}
 	for {
-		if gen >= maxGens {
+		if w.gen >= maxGens {
 			return nil, false, false, errTooManyGens
 		}
-		if time.Since(begun) > s.opts.MaxWait {
-			return nil, false, false, errWaitedTooLong
+		nonce := newNonce()
+		body, _ := json.Marshal(claimBody{Owner: s.opts.Owner, Nonce: nonce, Time: time.Now()})
+		err := s.call(ctx, func(ctx context.Context) error { return s.objs.Create(ctx, s.claimKey(f.id, w.gen), body) })
+		if errors.Is(err, sharedstore.ErrExists) && s.ours(ctx, f.id, w.gen, nonce) {
+			err = nil // our create landed; only its reply was lost
 		}
-		body, _ := json.Marshal(claimBody{Owner: s.opts.Owner, Time: time.Now()})
-		err := s.call(ctx, func(ctx context.Context) error { return s.objs.Create(ctx, s.claimKey(f.id, gen), body) })
 		if err == nil {
 			// It may have landed between the miss that started this
 			// flight and the claim.
 			if ok, err := s.landed(ctx, f); err == nil && ok {
-				s.endClaims(ctx, f.id, gen)
+				s.endClaims(ctx, f.id, w.gen)
 				return nil, true, false, nil
 			}
-			return &heldClaim{gen: gen}, false, stale, nil
+			return &heldClaim{gen: w.gen, nonce: nonce}, false, w.stale, nil
 		}
 		if !errors.Is(err, sharedstore.ErrExists) {
 			return nil, false, false, err
 		}
 		// Someone holds it: wait for the chunk while the claim lives.
-		for {
-			cur, err := s.readClaim(ctx, f.id, gen)
-			if errors.Is(err, sharedstore.ErrNotFound) {
-				// Released: delivered (then it has landed), or given up.
-				if ok, err := s.landed(ctx, f); err != nil || ok {
-					return nil, ok, false, err
-				}
-				break // claim it again
-			}
-			if err != nil {
-				return nil, false, false, err
-			}
-			now := time.Now()
-			var cb claimBody
-			if json.Unmarshal(cur, &cb) == nil && now.Sub(cb.Time) > s.opts.Lease+deadAfter {
-				s.log.Info("shared store: skipping a long-dead claim", "key", s.claimKey(f.id, gen), "owner", cb.Owner)
-				gen, stale = gen+1, true
-				break
-			}
-			if watching != gen || !bytes.Equal(cur, seen) {
-				watching, seen, changed = gen, cur, now
-			} else if now.Sub(changed) > s.opts.Lease {
-				s.log.Warn("shared store: a chunk's owner went silent; taking it over", "key", s.claimKey(f.id, gen), "owner", cb.Owner)
-				gen, stale = gen+1, true
-				break
-			}
-			if err := sleep(ctx, jitter(pause)); err != nil {
-				return nil, false, false, err
-			}
-			pause = min(pause*3/2, pollMax)
-			if ok, err := s.landed(ctx, f); err != nil || ok {
-				return nil, ok, false, err
-			}
-			if time.Since(begun) > s.opts.MaxWait {
-				return nil, false, false, errWaitedTooLong
-			}
+		landed, err := s.watch(ctx, f, &w)
+		if err != nil || landed {
+			return nil, landed, false, err
 		}
 	}
+}
+
+// watch waits on the claim of generation w.gen until the chunk lands
+// (true), the claim is released or goes silent (false: claim w.gen, which
+// watch may have advanced, again), or the owner stops making progress
+// (errWaitedTooLong).
+func (s *Sharer) watch(ctx context.Context, f *flight, w *waitState) (bool, error) {
+	for {
+		cur, err := s.readClaim(ctx, f.id, w.gen)
+		if errors.Is(err, sharedstore.ErrNotFound) {
+			// Released: delivered (then it has landed), or given up. Or
+			// the store's reads lag its creates (eventual consistency,
+			// NFS negative caching): the create said it exists. Either
+			// way claim again, after a pause, so a lagging store is not
+			// asked hundreds of times a second; while it stays so, the
+			// claim is held by someone and the wait goes on (MaxWait).
+			if ok, err := s.landed(ctx, f); err != nil || ok {
+				return ok, err
+			}
+			if w.watching != w.gen {
+				w.watching, w.seen, w.changed, w.progressed = w.gen, nil, time.Now(), time.Now()
+			}
+			if time.Since(w.progressed) > s.opts.MaxWait {
+				return false, errWaitedTooLong
+			}
+			return false, s.pauseAfter(ctx, w)
+		}
+		if err != nil {
+			return false, err
+		}
+		now := time.Now()
+		var cb claimBody
+		parsed := json.Unmarshal(cur, &cb) == nil
+		switch {
+		case w.watching != w.gen:
+			if s.longDead(ctx, f.id, w.gen) {
+				s.log.Info("shared store: skipping a long-dead claim", "key", s.claimKey(f.id, w.gen), "owner", cb.Owner)
+				w.gen, w.stale = w.gen+1, true
+				return false, nil
+			}
+			w.watching, w.seen, w.changed, w.have, w.progressed = w.gen, cur, now, cb.Have, now
+		case !bytes.Equal(cur, w.seen):
+			w.seen, w.changed = cur, now
+			if parsed && cb.Have > w.have {
+				w.have, w.progressed = cb.Have, now
+			}
+		case now.Sub(w.changed) > s.opts.Lease:
+			s.log.Warn("shared store: a chunk's owner went silent; taking it over", "key", s.claimKey(f.id, w.gen), "owner", cb.Owner)
+			w.gen, w.stale = w.gen+1, true
+			return false, nil
+		}
+		if now.Sub(w.progressed) > s.opts.MaxWait {
+			return false, errWaitedTooLong
+		}
+		if err := s.pauseAfter(ctx, w); err != nil {
+			return false, err
+		}
+		if ok, err := s.landed(ctx, f); err != nil || ok {
+			return ok, err
+		}
+	}
+}
+
+// pauseAfter sleeps the waiter's pause, jittered, and grows it.
+func (s *Sharer) pauseAfter(ctx context.Context, w *waitState) error {
+	err := sleep(ctx, jitter(w.pause))
+	w.pause = min(w.pause*3/2, pollMax)
+	return err
+}
+
+// ours reports whether the claim of generation gen is the one this node
+// created with nonce.
+func (s *Sharer) ours(ctx context.Context, id chunkID, gen int, nonce string) bool {
+	cur, err := s.readClaim(ctx, id, gen)
+	var cb claimBody
+	return err == nil && json.Unmarshal(cur, &cb) == nil && cb.Owner == s.opts.Owner && cb.Nonce == nonce
+}
+
+// longDead reports whether the claim of generation gen was last written
+// deadLeases leases ago or more, by the store's clock.
+func (s *Sharer) longDead(ctx context.Context, id chunkID, gen int) bool {
+	now, err := s.storeNow(ctx)
+	if err != nil {
+		return false
+	}
+	var o sharedstore.Object
+	if err := s.call(ctx, func(ctx context.Context) (err error) {
+		o, err = s.objs.Stat(ctx, s.claimKey(id, gen))
+		return err
+	}); err != nil {
+		return false
+	}
+	return now.Sub(o.ModTime) > deadLeases*s.opts.Lease
+}
+
+// newNonce is a claiming attempt's nonce.
+func newNonce() string {
+	var b [8]byte
+	crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // call runs one store call without a body under OpTimeout and records its
@@ -174,10 +262,11 @@ func (s *Sharer) readClaim(ctx context.Context, id chunkID, gen int) ([]byte, er
 	return b, err
 }
 
-// heartbeat renews a held claim every Lease/3 until the returned stop is
-// called. A renewal that fails is only logged: the worst outcome is that
-// another node takes the chunk over and fetches it too.
-func (s *Sharer) heartbeat(ctx context.Context, id chunkID, held *heldClaim) (stop func()) {
+// heartbeat renews a held claim every Lease/3, with the bytes fetched so
+// far (have), until the returned stop is called. A renewal that fails is
+// only logged: the worst outcome is that another node takes the chunk over
+// and fetches it too.
+func (s *Sharer) heartbeat(ctx context.Context, id chunkID, held *heldClaim, have func() int64) (stop func()) {
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -190,7 +279,7 @@ func (s *Sharer) heartbeat(ctx context.Context, id chunkID, held *heldClaim) (st
 				return
 			case <-t.C:
 			}
-			body, _ := json.Marshal(claimBody{Owner: s.opts.Owner, Beat: beat, Time: time.Now()})
+			body, _ := json.Marshal(claimBody{Owner: s.opts.Owner, Nonce: held.nonce, Beat: beat, Have: have(), Time: time.Now()})
 			if err := s.call(hctx, func(ctx context.Context) error { return s.objs.Put(ctx, s.claimKey(id, held.gen), body) }); err != nil && hctx.Err() == nil {
 				s.log.Warn("shared store: renewing a chunk claim failed", "key", s.claimKey(id, held.gen), "err", err)
 			}
@@ -202,13 +291,18 @@ func (s *Sharer) heartbeat(ctx context.Context, id chunkID, held *heldClaim) (st
 // endClaims deletes the claims of a chunk up to gen, whether it was
 // delivered or given up: waiters then see at once that the chunk landed or
 // that it is free to claim. It runs even when ctx has ended (a node shutting
-// down releases what it held), within OpTimeout.
+// down releases what it held), within OpTimeout. A claim the store fails to
+// delete is left to the orphan reaper (orphans.go), which tries again until
+// the store answers: left behind, it would hold every other node up for a
+// lease.
 func (s *Sharer) endClaims(ctx context.Context, id chunkID, gen int) {
 	ctx = context.WithoutCancel(ctx)
 	for g := gen; g >= 0; g-- {
-		if err := s.call(ctx, func(ctx context.Context) error { return s.objs.Delete(ctx, s.claimKey(id, g)) }); err != nil {
-			s.log.Debug("shared store: deleting a claim", "key", s.claimKey(id, g), "err", err)
-			return
+		key := s.claimKey(id, g)
+		err := s.call(ctx, func(ctx context.Context) error { return s.objs.Delete(ctx, key) })
+		if err != nil && !errors.Is(err, sharedstore.ErrNotFound) {
+			s.log.Debug("shared store: deleting a claim failed; trying again later", "key", key, "err", err)
+			s.orphan(key)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
@@ -27,6 +28,7 @@ type flight struct {
 	owning      atomic.Bool // holds a claim, so others depend on it
 
 	mu     sync.Mutex
+	local  bool          // this node fetches the chunk from upstream (or is about to)
 	buf    []byte        // the chunk as fetched; [0, have) final
 	have   int64         // bytes of buf filled
 	landed bool          // in the store now: read it there
@@ -128,12 +130,13 @@ func (f *flight) obtain(ctx context.Context) error {
 func (f *flight) fetch(ctx context.Context, held *heldClaim, put bool) error {
 	if held != nil {
 		f.owning.Store(true)
-		stop := f.s.heartbeat(ctx, f.id, held)
+		stop := f.s.heartbeat(ctx, f.id, held, f.fetched)
 		defer func() {
 			stop()
 			f.s.endClaims(ctx, f.id, held.gen)
 		}()
 	}
+	f.update(func() { f.local = true }) // readers follow this fetch, not one of their own
 	body, err := f.o.up.FetchRange(ctx, f.start, f.size)
 	if err != nil {
 		return err
@@ -170,6 +173,13 @@ func (f *flight) fetch(ctx context.Context, held *heldClaim, put bool) error {
 	return nil
 }
 
+// fetched is how many bytes of the chunk this node has fetched.
+func (f *flight) fetched() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.have
+}
+
 // update changes the flight's state under its lock and wakes its readers.
 func (f *flight) update(fn func()) {
 	f.mu.Lock()
@@ -179,18 +189,29 @@ func (f *flight) update(fn func()) {
 	f.mu.Unlock()
 }
 
-// reader returns a reader of [from, to) of the chunk (offsets in it).
-func (f *flight) reader(ctx context.Context, from, to int64) io.ReadCloser {
-	return &flightReader{f: f, ctx: ctx, pos: from, end: to}
+// reader returns a reader of [from, to) of the chunk (offsets in it) for a
+// reader of o, whose upstream it reads when it must go around the flight.
+func (f *flight) reader(ctx context.Context, o *Origin, from, to int64) io.ReadCloser {
+	return &flightReader{f: f, o: o, ctx: ctx, pos: from, end: to}
 }
 
+// fallbackBlock is how much a waiting reader past FallbackAfter reads from
+// upstream at a time, between looks at whether the chunk has arrived.
+const fallbackBlock = 1 << 20
+
 // flightReader reads a chunk from its flight's buffer as it fills, or from
-// the store once the flight says it landed there.
+// the store once the flight says it landed there, or, while the flight
+// waits on another node that is slow to deliver, from upstream block by
+// block (direct).
 type flightReader struct {
 	f        *flight
+	o        *Origin // the reader's
 	ctx      context.Context
 	pos, end int64         // offsets in the chunk
-	src      io.ReadCloser // once landed: the store (or upstream)
+	src      io.ReadCloser // once landed: the store (or upstream); or a direct block
+	srcEnd   int64         // where src ends
+	direct   bool          // past FallbackAfter: reads go upstream until the chunk arrives
+	idle     time.Time     // when this reader began waiting for a byte; zero: not waiting
 	left     atomic.Bool
 }
 
@@ -202,17 +223,30 @@ func (r *flightReader) Read(p []byte) (int, error) {
 		}
 		p := p[:min(int64(len(p)), r.end-r.pos)]
 		if r.src != nil {
-			n, err := r.src.Read(p)
+			n, err := r.src.Read(p[:min(int64(len(p)), r.srcEnd-r.pos)])
 			r.pos += int64(n)
-			return n, err
+			if r.pos < r.srcEnd || r.srcEnd == r.end {
+				if errors.Is(err, io.EOF) && r.pos < r.srcEnd {
+					err = io.ErrUnexpectedEOF
+				}
+				return n, err
+			}
+			// A direct block is done: look again at where the rest is.
+			r.src.Close()
+			r.src = nil
+			if n > 0 {
+				return n, nil
+			}
+			continue
 		}
 		f.mu.Lock()
-		landed, have, buf, err, wake := f.landed, f.have, f.buf, f.err, f.wake
+		landed, have, buf, err, wake, local := f.landed, f.have, f.buf, f.err, f.wake, f.local
 		f.mu.Unlock()
 		switch {
 		case r.pos < have:
 			n := copy(p, buf[r.pos:have])
 			r.pos += int64(n)
+			r.idle = time.Time{}
 			return n, nil
 		case err != nil:
 			return 0, err
@@ -221,29 +255,77 @@ func (r *flightReader) Read(p []byte) (int, error) {
 				return 0, err
 			}
 			continue
+		case !local && (r.direct || r.waited() >= f.s.opts.FallbackAfter):
+			// Another node fetches the chunk and is slow to: do not
+			// starve the client, read its bytes here.
+			if !r.direct {
+				r.direct = true
+				f.s.log.Info("shared store: another node is slow to deliver a chunk; reading around it", "key", f.s.chunkKey(f.id))
+			}
+			if err := r.openDirect(); err != nil {
+				return 0, err
+			}
+			continue
 		}
-		select {
-		case <-wake:
-		case <-r.ctx.Done():
-			return 0, context.Cause(r.ctx)
+		if err := r.wait(wake, !local); err != nil {
+			return 0, err
 		}
 	}
+}
+
+// wait waits for the flight to change (wake), or, when it waits on another
+// node (fallback), until this reader has waited FallbackAfter.
+func (r *flightReader) wait(wake <-chan struct{}, fallback bool) error {
+	var timeout <-chan time.Time
+	if fallback {
+		t := time.NewTimer(r.f.s.opts.FallbackAfter - r.waited())
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-wake:
+	case <-timeout:
+	case <-r.ctx.Done():
+		return context.Cause(r.ctx)
+	}
+	return nil
+}
+
+// waited is how long this reader has waited for a byte, starting the count
+// if it was not waiting.
+func (r *flightReader) waited() time.Duration {
+	if r.idle.IsZero() {
+		r.idle = time.Now()
+	}
+	return time.Since(r.idle)
+}
+
+// openDirect opens the next block of the reader's range from upstream.
+func (r *flightReader) openDirect() error {
+	f := r.f
+	end := min(r.pos+fallbackBlock, r.end)
+	src, err := r.o.up.FetchRange(r.ctx, f.start+r.pos, end-r.pos)
+	if err != nil {
+		return err
+	}
+	r.src, r.srcEnd = src, end
+	return nil
 }
 
 // openLanded opens the landed chunk in the store, or, should it be gone
 // again or the store fail, the same bytes from upstream.
 func (r *flightReader) openLanded() error {
 	f := r.f
-	src, err := f.o.readStored(r.ctx, f.id, f.size, r.pos, r.end)
+	src, err := r.o.readStored(r.ctx, f.id, f.size, r.pos, r.end)
 	if err != nil {
 		if r.ctx.Err() != nil {
 			return err
 		}
-		if src, err = f.o.up.FetchRange(r.ctx, f.start+r.pos, r.end-r.pos); err != nil {
+		if src, err = r.o.up.FetchRange(r.ctx, f.start+r.pos, r.end-r.pos); err != nil {
 			return err
 		}
 	}
-	r.src = src
+	r.src, r.srcEnd = src, r.end
 	return nil
 }
 

@@ -107,7 +107,7 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 	id := chunkID{etag: o.etag, index: idx}
 	start, size := o.chunkBounds(idx)
 	if f := o.s.joinFlight(id); f != nil {
-		return f.reader(ctx, a-start, b-start), nil
+		return f.reader(ctx, o, a-start, b-start), nil
 	}
 	if !o.s.tryStore() {
 		return o.up.FetchRange(ctx, a, b-a)
@@ -128,7 +128,7 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 		o.s.log.Debug("shared store: too many chunks in flight; fetching around the store", "key", o.s.chunkKey(id))
 		return o.up.FetchRange(ctx, a, b-a)
 	}
-	return f.reader(ctx, a-start, b-start), nil
+	return f.reader(ctx, o, a-start, b-start), nil
 }
 
 // errStoreSlow is the store failing by taking too long.

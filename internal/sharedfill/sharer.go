@@ -17,7 +17,15 @@
 // content has not changed for Lease, by the waiter's own clock (so clock
 // skew between nodes does not matter), was left by a node that died, and the
 // waiter takes the chunk over by creating generation gen+1, which again only
-// one node can. No coordinator, no node list.
+// one node can; one last written two leases ago by the store's own clock
+// (storeclock.go) is skipped at once. The beat carries the bytes fetched so
+// far: an owner that keeps renewing but fetches nothing for MaxWait is given
+// up on, one that progresses is waited for however slow, and meanwhile a
+// waiting reader that has had no byte for FallbackAfter reads just its own
+// bytes from upstream, a block at a time, until the chunk lands. A claim's
+// create is recognised as ours by a nonce when its reply was lost, and a
+// claim the store failed to delete is deleted once it answers again
+// (orphans.go). No coordinator, no node list.
 //
 // # Trust
 //
@@ -104,9 +112,17 @@ type Options struct {
 	// Lease is how long a claim may go unrenewed before waiters take the
 	// chunk over; default 15s.
 	Lease time.Duration
-	// MaxWait bounds waiting for another node's chunk; past it this node
-	// fetches the chunk itself. Default 2 minutes.
+	// MaxWait bounds how long a waiter waits on an owner that is alive
+	// (renewing its claim) but fetches nothing more of the chunk; past it
+	// this node fetches the chunk itself. An owner that makes progress,
+	// however slowly, is waited for. Default 30s.
 	MaxWait time.Duration
+	// FallbackAfter is how long a reader waiting for another node's chunk
+	// goes without a byte before it reads what it needs from upstream
+	// itself, FallbackBlock at a time, switching to the chunk once it
+	// lands: a client is never starved by a slow owner (huggingface_hub
+	// gives up on a read after 10 s). Default 3s.
+	FallbackAfter time.Duration
 	// OpTimeout bounds one store call without a body, and the wait for a
 	// body's first bytes; StallTimeout, a body making no progress; a store
 	// that is slower counts as failing. Defaults 10s and 10s.
@@ -133,7 +149,8 @@ type Options struct {
 const (
 	DefaultChunkSize    = 8 << 20
 	DefaultLease        = 15 * time.Second
-	DefaultMaxWait      = 2 * time.Minute
+	DefaultMaxWait      = 30 * time.Second
+	DefaultFallback     = 3 * time.Second
 	DefaultOpTimeout    = 10 * time.Second
 	DefaultStallTimeout = 10 * time.Second
 	DefaultFetchTimeout = 5 * time.Minute
@@ -151,6 +168,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Lease, DefaultLease)
 	def(&o.MaxWait, DefaultMaxWait)
+	def(&o.FallbackAfter, DefaultFallback)
 	def(&o.OpTimeout, DefaultOpTimeout)
 	def(&o.StallTimeout, DefaultStallTimeout)
 	def(&o.FetchTimeout, DefaultFetchTimeout)
@@ -189,8 +207,13 @@ type Sharer struct {
 	// what that means has been logged.
 	otherSecretSeen atomic.Bool
 
+	clockMu sync.Mutex // serialises measuring clock
+	clock   storeClock
+
 	mu      sync.Mutex
 	flights map[chunkID]*flight // guarded by mu
+	orphans map[string]struct{} // claim keys to delete (orphans.go); guarded by mu
+	reaping bool                // the reaper runs; guarded by mu
 }
 
 // New returns a Sharer over objs; it fails only for a Secret too short.
