@@ -113,7 +113,16 @@ include soak/soak.mk
 gpu-check:
 	scripts/gpu-check.sh
 gpu-check-dry:
-	scripts/gpu-check.sh --dry-run --out $${GPU_CHECK_OUT:-/tmp}
+	scripts/gpu-check.sh --dry-run --out $${GPU_CHECK_OUT:-$$(mktemp -d /tmp/gpu-check-dry.XXXXXX)}
+# gpu-check-prep: stripped, -trimpath binaries for a GPU machine without Go
+# (bin/ travels with the source: keep it under 64 MiB), then the sizes and the
+# highest GLIBC_ symbol version each needs: a device on Ubuntu 22.04 has
+# glibc 2.35, so anything above GLIBC_2.35 fails the target.
 gpu-check-prep:
-	CGO_ENABLED=1 $(GO) build -tags cuda -o bin/hubproxy-cuda ./cmd/hubproxy
-	CGO_ENABLED=1 $(GO) test -c -tags cuda -o bin/gpu-cuda.test ./internal/gpu
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags "-s -w" -tags cuda -o bin/hubproxy-cuda ./cmd/hubproxy
+	CGO_ENABLED=1 $(GO) test -c -trimpath -ldflags "-s -w" -tags cuda -o bin/gpu-cuda.test ./internal/gpu
+	@du -b bin/hubproxy-cuda bin/gpu-cuda.test; du -cb bin/hubproxy-cuda bin/gpu-cuda.test | awk 'END { printf "total %.1f MiB\n", $$1/1048576; if ($$1 > 64*1048576) { print "bin/ over 64 MiB"; exit 1 } }'
+	@for b in bin/hubproxy-cuda bin/gpu-cuda.test; do \
+	  v=$$(objdump -T $$b | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1); echo "$$b needs at most $$v"; \
+	  [ "$$(printf '%s\n' "$$v" GLIBC_2.35 | sort -V | tail -1)" = GLIBC_2.35 ] || { echo "$$b needs $$v, above GLIBC_2.35"; exit 1; }; \
+	done

@@ -5,10 +5,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hubproxy/hubproxy/internal/gpu"
 )
 
 // TestGPUBenchAgainstTheFakeDriver runs the whole bench (ceilings, then a
@@ -27,6 +30,30 @@ func TestGPUBenchAgainstTheFakeDriver(t *testing.T) {
 	for _, want := range []string{"pinned host→device", "pageable host→device", "hubproxy staging, cold cache", "hubproxy staging from the warm cache", "staging / pinned ceiling", "leases left: 0"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// TestGPUBenchPrintsCeilingsBeforeAStagingError: a first run on a real GPU
+// whose staging fails must still leave the ceilings in its output.
+func TestGPUBenchPrintsCeilingsBeforeAStagingError(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", lib, "../../internal/gpu/testdata/fakecuda/fakecuda.c", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the fake driver: %v\n%s", err, out)
+	}
+	boom := errors.New("staging broke")
+	failing := func(context.Context, *gpu.Copier, int, int64, int64) (stagingTimes, error) {
+		return stagingTimes{}, boom
+	}
+	var buf bytes.Buffer
+	err = runGPUBenchWith(context.Background(), &buf, lib, 0, 16<<20, 4<<20, 0, failing)
+	if !errors.Is(err, boom) {
+		t.Fatalf("gpu bench with a failing staging: %v, want %v", err, boom)
+	}
+	for _, want := range []string{"pinned host→device (ceiling)", "pageable host→device", "pinned / pageable:", "staging handover path: IPC"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("output lacks %q after a staging error:\n%s", want, buf.String())
 		}
 	}
 }
