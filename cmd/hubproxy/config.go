@@ -105,6 +105,7 @@ var keyHelp = map[string]string{
 	"gpu-driver-path":           "CUDA driver library loaded at run time (builds with -tags cuda)",
 	"gpu-lease-ttl":             "GPU leases not held by their staging connection end after this unless renewed, so a vanished consumer leaks nothing",
 	"gpu-device-budget-bytes":   "cap on device memory leases may hold per GPU; 0 = no cap beyond free memory less 10% headroom",
+	"gpu-reset-on-fault":        "after a sticky CUDA fault, reset the GPU's context and go on instead of exiting non-zero for the supervisor to restart hubproxy (CUDA documents no in-process recovery)",
 }
 
 // configKeys lists every key, in app.Config's field order.

@@ -96,6 +96,12 @@ func serve(ctx context.Context, l loaded) error {
 	select {
 	case err := <-errc:
 		return err
+	case err := <-h.Fatal:
+		// A sticky GPU fault: the device's context is dead and only a new
+		// process gets a new one. Finish what is in flight, then exit
+		// non-zero so the supervisor restarts hubproxy.
+		log.Error("shutting down for a restart", "err", err)
+		return errors.Join(err, drain(srv, &inflight, cfg.ShutdownTimeout, log))
 	case <-ctx.Done():
 	}
 	return drain(srv, &inflight, cfg.ShutdownTimeout, log)

@@ -99,6 +99,9 @@ type Config struct {
 	GPUDriverPath        string        `mapstructure:"gpu-driver-path"`
 	GPULeaseTTL          time.Duration `mapstructure:"gpu-lease-ttl"`
 	GPUDeviceBudgetBytes int64         `mapstructure:"gpu-device-budget-bytes"`
+	// GPUResetOnFault resets a GPU's context in process after a sticky
+	// fault instead of exiting (gpu.Options.ResetOnFault).
+	GPUResetOnFault bool `mapstructure:"gpu-reset-on-fault"`
 	// Pprof serves Go's profiles on the admin API; off by default, as they
 	// can stall the process and show its internals.
 	Pprof bool `mapstructure:"pprof"`
@@ -228,6 +231,21 @@ type Handlers struct {
 	// Metrics is the registry /metrics serves, for what the caller adds
 	// around the handlers (the listener's connection counts).
 	Metrics prometheus.Registerer
+	// Fatal receives the error that ends the process's usefulness: a
+	// sticky GPU fault, after which CUDA allows no recovery in process
+	// (unless gpu-reset-on-fault). serve drains and exits non-zero on it,
+	// for the supervisor to restart hubproxy.
+	Fatal <-chan error
+}
+
+// fatal hands the first fatal error to Handlers.Fatal.
+type fatal struct{ c chan error }
+
+func (f fatal) report(err error) {
+	select {
+	case f.c <- err:
+	default: // one is enough
+	}
 }
 
 // Build builds hubproxy from cfg.
@@ -366,12 +384,15 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Version:        cmp.Or(cfg.Version, "(devel)"),
 		Spec:           apispec.Spec(),
 	})
+	fatal := fatal{c: make(chan error, 1)}
 	stager := cfg.Stager
 	if stager == nil {
 		c, err := gpu.Open(gpu.Options{
 			DriverPath:   cfg.GPUDriverPath,
 			LeaseTTL:     cfg.GPULeaseTTL,
 			DeviceBudget: cfg.GPUDeviceBudgetBytes,
+			ResetOnFault: cfg.GPUResetOnFault,
+			OnFatal:      fatal.report,
 			Logger:       log.With("component", "gpu"),
 		})
 		if err != nil {
@@ -404,7 +425,7 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Pprof:     cfg.Pprof,
 		Logger:    log.With("component", "admin"),
 	})
-	return &Handlers{Main: srv, Admin: adm, Close: cleanup.run, Metrics: reg}, nil
+	return &Handlers{Main: srv, Admin: adm, Close: cleanup.run, Metrics: reg, Fatal: fatal.c}, nil
 }
 
 // newInstance names this process in the Via header of its upstream

@@ -26,6 +26,7 @@ type Copier struct {
 	stop       context.CancelFunc
 	kick       chan struct{} // wakes the reaper when the earliest expiry may have changed
 	reaperDone chan struct{}
+	fatal      sync.Once // OnFatal is called once
 
 	// ops counts public calls and recoveries in progress. Add is only
 	// called under mu while !closed, so Close's Wait cannot miss one.
@@ -53,6 +54,10 @@ type devState struct {
 	id       deviceID
 	headroom int64
 	pool     *pool // pinned buffers for this device only, on its NUMA node
+	// retired: a sticky fault killed the context and it is not reset
+	// (health.go): Close neither drains nor frees in it, every such call
+	// would fail the same way; the process ends and the driver frees it.
+	retired atomic.Bool
 
 	// allocMu serialises the budget check with the allocation it admits,
 	// so that two stagings never both count the same free memory.
@@ -253,14 +258,15 @@ func (c *Copier) use(dev int) (*devState, func(), error) {
 }
 
 // hold admits a call on d while it is healthy, so that a recovery waits
-// for it. A device whose last recovery failed gets another one when retry
-// is set (a call that needs the device, not a listing).
+// for it. With ResetOnFault, a device whose last recovery failed gets
+// another one when retry is set (a call that needs the device, not a
+// listing); without, a failed device stays failed.
 func (c *Copier) hold(d *devState, retry bool) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d.health != HealthOK {
 		err := fmt.Errorf("%w: device %d is %s after %w", ErrDeviceFailed, d.index, d.health, d.lastErr)
-		if retry && d.health == HealthFailed {
+		if retry && d.health == HealthFailed && c.opts.ResetOnFault {
 			c.recoverLocked(d)
 		}
 		return nil, err
@@ -326,7 +332,7 @@ func (c *Copier) Close() error {
 	// first, so that no memory is freed under a copy.
 	var errs []error
 	for i, d := range c.devs {
-		if d.attached.Load() {
+		if d.attached.Load() && !d.retired.Load() {
 			for s := range c.opts.Streams {
 				errs = append(errs, c.drv.syncStream(i, s))
 			}
@@ -355,7 +361,12 @@ func (c *Copier) Close() error {
 		c.unreserve(a.dev, a.bytes)
 	}
 	for i, d := range c.devs {
-		if d.attached.Load() {
+		switch {
+		case d.retired.Load():
+			d.pool.forget() // pinned in the dead context
+			c.drv.detach(i) // its failure is the fault's, logged already
+			d.attached.Store(false)
+		case d.attached.Load():
 			errs = append(errs, d.pool.free(c.drv), c.drv.detach(i))
 			d.attached.Store(false)
 		}

@@ -61,11 +61,12 @@ func (e *DriverError) Is(target error) bool {
 }
 
 // Sticky reports whether the code is one CUDA documents as leaving the
-// context unusable: every later call in it fails the same way, and only
-// destroying the context (cuDevicePrimaryCtxReset) clears it.
+// context unusable ("the process must be terminated and relaunched"):
+// every later call in it fails the same way.
 func (e *DriverError) Sticky() bool {
 	switch e.Code {
 	case 214, // CUDA_ERROR_ECC_UNCORRECTABLE
+		226, // CUDA_ERROR_CONTAINED (Hopper: an error contained to this context)
 		700, // CUDA_ERROR_ILLEGAL_ADDRESS
 		702, // CUDA_ERROR_LAUNCH_TIMEOUT
 		710, // CUDA_ERROR_ASSERT
@@ -74,7 +75,10 @@ func (e *DriverError) Sticky() bool {
 		716, // CUDA_ERROR_MISALIGNED_ADDRESS
 		717, // CUDA_ERROR_INVALID_ADDRESS_SPACE
 		718, // CUDA_ERROR_INVALID_PC
-		719: // CUDA_ERROR_LAUNCH_FAILED
+		719, // CUDA_ERROR_LAUNCH_FAILED
+		721, // CUDA_ERROR_TENSOR_MEMORY_LEAK
+		810, // CUDA_ERROR_MPS_CLIENT_TERMINATED
+		911: // CUDA_ERROR_EXTERNAL_DEVICE
 		return true
 	}
 	return false

@@ -122,12 +122,12 @@ func TestNUMAPinnedBuffers(t *testing.T) {
 }
 
 // TestStickyFaultRecovers: an injected 700 kills the context in the C fake
-// as on a GPU (every later call in it fails); the copier resets the
+// as on a GPU (every later call in it fails); with ResetOnFault the copier resets the
 // primary context, drops the device's leases, re-attaches with fresh
 // streams, events and pinned buffers (registered ones unmapped), and
 // stages again. The consumer's FD import survives the reset.
 func TestStickyFaultRecovers(t *testing.T) {
-	opts := smallOpts()
+	opts := resetOpts()
 	opts.sysfs = fakeSysfs(t)
 	h := newHarness(t, opts, nil)
 	h.needFake(t)

@@ -8,28 +8,30 @@ import (
 )
 
 // A sticky fault (an illegal address, a failed launch, an uncorrectable
-// ECC error: see DriverError.Sticky) kills the CUDA context it happens in:
-// everything queued in it is dropped and every later call in it fails the
-// same way. Retrying cannot help and nothing allocated in the context can
-// be freed, so the copier takes the device out of service and brings it
-// back with a fresh context:
+// ECC error, a contained error: see DriverError.Sticky) kills the CUDA
+// context it happens in: everything queued in it is dropped and every
+// later call in it fails the same way. CUDA documents one recovery: end the
+// process and start a new one. So by default the copier takes the device
+// out of service for good:
 //
-//  1. fault marks the device recovering, the moment any driver call on it
+//  1. fault marks the device failed, the moment any driver call on it
 //     reports a sticky code (faultWatch sees every one), and aborts the
 //     stagings on it. Calls on the device from then on fail with
-//     ErrDeviceFailed.
-//  2. recover waits for the calls already using the device, and for its
+//     ErrDeviceFailed; no call resets it.
+//  2. retire waits for the calls already using the device, and for its
 //     pipeline goroutines, to finish (they fail fast: the context is
-//     dead), so that nothing uses the context while it is reset.
-//  3. It drops the device's leases and stranded memory, which died with
-//     the context. A consumer that imported a HandoverFD lease keeps its
-//     memory: its import is a reference of its own, in its own context.
-//  4. It resets the primary context (cuDevicePrimaryCtxReset) and attaches
-//     again: context, streams, events, a fresh pinned pool.
+//     dead), drops its leases and stranded memory, which died with the
+//     context, and calls Options.OnFatal once, so that `hubproxy serve`
+//     exits non-zero and its supervisor restarts it. A consumer that
+//     imported a HandoverFD lease keeps its memory: its import is a
+//     reference of its own, in its own context, and outlives the exporter.
 //
-// A device whose reset or re-attach fails is HealthFailed; the next call
-// that needs it tries again. Devices reports health, faults and
-// recoveries per device.
+// With Options.ResetOnFault the device is instead marked recovering and
+// recover, after the same drain and drop, resets the primary context and
+// attaches again (context, streams, events, a fresh pinned pool); a device
+// whose reset or re-attach fails is HealthFailed and the next call that
+// needs it tries again. Devices reports health, faults and recoveries per
+// device.
 
 // fault is faultWatch's report of a sticky error on dev.
 func (c *Copier) fault(dev int, de *DriverError) {
@@ -45,9 +47,33 @@ func (c *Copier) fault(dev int, de *DriverError) {
 	d.faults++
 	d.lastErr = de
 	d.abort(fmt.Errorf("%w: device %d: %w", ErrDeviceFailed, dev, de))
+	if !c.opts.ResetOnFault {
+		c.opts.Logger.Error("gpu: sticky fault; the device is out of service, its leases are dropped, and hubproxy must be restarted (CUDA allows no recovery in process)",
+			"device", dev, "uuid", d.id.uuid, "err", de)
+		d.health = HealthFailed
+		c.ops.Add(1)
+		go c.retire(d, fmt.Errorf("gpu: device %d (%s): sticky fault %w: the process must restart", dev, d.id.uuid, de))
+		return
+	}
 	c.opts.Logger.Error("gpu: sticky fault; the device's context is reset and its leases dropped",
 		"device", dev, "uuid", d.id.uuid, "err", de)
 	c.recoverLocked(d)
+}
+
+// retire drains d after a sticky fault, drops what its context held and
+// reports the process's end (OnFatal), once per Copier.
+func (c *Copier) retire(d *devState, err error) {
+	defer c.ops.Done()
+	d.users.Wait()
+	d.fills.Wait()
+	dropped := c.drop(d)
+	d.retired.Store(true)
+	c.opts.Logger.Error("gpu: device drained after a sticky fault", "device", d.index, "leases_dropped", dropped)
+	c.fatal.Do(func() {
+		if c.opts.OnFatal != nil {
+			c.opts.OnFatal(err)
+		}
+	})
 }
 
 // recoverLocked starts a recovery of d. Called with c.mu held.

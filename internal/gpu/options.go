@@ -31,6 +31,17 @@ type Options struct {
 	LeaseTTL  time.Duration
 	Alignment int64        // offset alignment of tensors inside a lease allocation; default 256
 	Logger    *slog.Logger // nil = discard; reports frees that fail in the reaper and in Close, faults and recoveries
+	// ResetOnFault brings a device back in process after a sticky fault:
+	// its primary context is reset (cuDevicePrimaryCtxReset) and attached
+	// again. CUDA documents no such recovery (after a sticky error the
+	// process must end and be relaunched), so it is off by default: the
+	// device is marked failed, admits no more work, drops its leases once
+	// its calls have drained, and OnFatal is called so that the process
+	// can exit and its supervisor restart it.
+	ResetOnFault bool
+	// OnFatal is called once, when ResetOnFault is off, after the first
+	// sticky fault's device has drained; nil: the fault is only logged.
+	OnFatal func(err error)
 
 	// sysfs is where the driver reads devices' NUMA nodes; "" = /sys.
 	// Tests point it at a tree of their own.

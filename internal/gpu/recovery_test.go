@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestStickyFaultRecoversTheDevice: a sticky fault in the middle of a
+// TestStickyFaultRecoversTheDevice: with ResetOnFault, a sticky fault in the middle of a
 // staging kills device 0's context, in every call the fake can fail, with
 // the codes CUDA documents as sticky. The staging fails with the fault;
 // the device's leases are dropped, its context reset and re-attached, and
@@ -31,7 +31,7 @@ func TestStickyFaultRecoversTheDevice(t *testing.T) {
 		{"record", 0, cudaErrorIllegalAddress},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			r := newRig(t, smallOpts(), fakeConfig{devices: 2})
+			r := newRig(t, resetOpts(), fakeConfig{devices: 2})
 			rng := rand.New(rand.NewPCG(1, uint64(tc.code)))
 			srcs, want0 := makeSources(rng, 5000)
 			l0 := r.stage(t, 0, srcs)
@@ -117,9 +117,17 @@ func TestReleaseAcrossAResetFreesNothingNew(t *testing.T) {
 // newRigLeasedOnBoth returns a rig over two devices with a lease staged on
 // each, so that a fault on device 0 has a lease to drop and a neighbour to
 // leave alone, and the random source (seeded with seed) that made them.
+// resetOpts are smallOpts with the in-process reset after a sticky fault
+// (Options.ResetOnFault), which the tests of this file are about.
+func resetOpts() Options {
+	o := smallOpts()
+	o.ResetOnFault = true
+	return o
+}
+
 func newRigLeasedOnBoth(t *testing.T, seed uint64) (*rig, *rand.Rand) {
 	t.Helper()
-	r := newRig(t, smallOpts(), fakeConfig{devices: 2})
+	r := newRig(t, resetOpts(), fakeConfig{devices: 2})
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for dev := range 2 {
 		srcs, _ := makeSources(rng, 5000)
@@ -165,7 +173,7 @@ func TestDevicesDuringRecovery(t *testing.T) {
 // HealthFailed and says why; the next staging on it is refused but starts
 // another recovery, after which the device stages.
 func TestFailedRecoveryIsRetried(t *testing.T) {
-	r := newRig(t, smallOpts(), fakeConfig{})
+	r := newRig(t, resetOpts(), fakeConfig{})
 	rng := rand.New(rand.NewPCG(3, 3))
 	srcs, want := makeSources(rng, 5000)
 	r.stage(t, 0, srcs)
@@ -193,7 +201,7 @@ func TestFailedRecoveryIsRetried(t *testing.T) {
 // read-back; the device recovers all the same and the lease read from is
 // gone with the context.
 func TestStickyFaultInAReadBack(t *testing.T) {
-	r := newRig(t, smallOpts(), fakeConfig{noVMM: true})
+	r := newRig(t, resetOpts(), fakeConfig{noVMM: true})
 	rng := rand.New(rand.NewPCG(4, 4))
 	srcs, _ := makeSources(rng, 5000)
 	l := r.stage(t, 0, srcs)
@@ -226,7 +234,7 @@ func TestCloseDuringAFault(t *testing.T) {
 // ErrDeviceFailed wrapping the fault, instead of waiting for its reader;
 // the device recovers once that reader gives its buffer back.
 func TestFaultAbortsStagingsOnTheDevice(t *testing.T) {
-	opts := smallOpts()
+	opts := resetOpts()
 	opts.PinnedBuffers = 1
 	r := newRig(t, opts, fakeConfig{})
 	g, errc := startBlockedStage(t, context.Background(), r.c, make([]byte, 30000), 10000)

@@ -57,13 +57,16 @@ type Health string
 const (
 	// HealthOK: the device stages.
 	HealthOK Health = "ok"
-	// HealthRecovering: a sticky fault (an asynchronous error such as 700
-	// or an uncorrectable ECC error) killed the device's context; its
-	// leases are dropped and the context is being reset. Stagings on it
-	// fail with ErrDeviceFailed until it is back.
+	// HealthRecovering (Options.ResetOnFault only): a sticky fault (an
+	// asynchronous error such as 700 or an uncorrectable ECC error) killed
+	// the device's context; its leases are dropped and the context is
+	// being reset. Stagings on it fail with ErrDeviceFailed until it is
+	// back.
 	HealthRecovering Health = "recovering"
-	// HealthFailed: the reset or the re-attach after it failed. The next
-	// call that needs the device tries again.
+	// HealthFailed: a sticky fault killed the device's context, and it
+	// stays out of service until the process restarts (Options.OnFatal);
+	// or, with ResetOnFault, the reset or the re-attach after it failed
+	// and the next call that needs the device tries again.
 	HealthFailed Health = "failed"
 )
 
