@@ -16,6 +16,7 @@ import (
 // nothing imports the test fake (hubtest) but tests and benchmarks.
 var allowedImports = map[string][]string{
 	"hub":                   nil,
+	"s3api":                 {"hub"},
 	"bytesize":              nil,
 	"header":                nil,
 	"cache/ranges":          nil,
