@@ -56,10 +56,12 @@ func TestObjectStoreKillAndRestart(t *testing.T) {
 func TestProxyIncarnations(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fake-hubproxy")
+	// The trap comes first: the driver may stop the process as soon as it
+	// has logged its addresses, and a TERM before the trap kills sh by signal.
 	script := `#!/bin/sh
+trap 'exit 0' TERM
 echo '{"level":"INFO","msg":"hubproxy serving","addr":"127.0.0.1:1"}'
 echo '{"level":"INFO","msg":"admin API serving","addr":"127.0.0.1:2"}'
-trap 'exit 0' TERM
 [ "$1" = crash ] && exit 3
 while :; do sleep 0.05; done
 `
