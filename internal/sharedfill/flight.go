@@ -137,6 +137,7 @@ func (f *flight) fetch(ctx context.Context, held *heldClaim, put bool) error {
 		}()
 	}
 	f.update(func() { f.local = true }) // readers follow this fetch, not one of their own
+	epoch := f.s.verified.now()
 	body, err := f.o.up.FetchRange(ctx, f.start, f.size)
 	if err != nil {
 		return err
@@ -160,6 +161,10 @@ func (f *flight) fetch(ctx context.Context, held *heldClaim, put bool) error {
 			return err
 		}
 	}
+	// Kept as readers of the store would get it back, so that the fills
+	// after this flight's need not read it there; capped, so that sealing
+	// (which appends to buf) never shows in it.
+	f.s.verified.add(verifiedKey{id: f.id, size: f.size}, buf[:f.size:f.size], epoch)
 	if put && f.s.usable() {
 		// Generous: a whole chunk goes up in one request.
 		pctx, cancel := context.WithTimeout(ctx, 4*f.s.opts.OpTimeout)
@@ -316,7 +321,7 @@ func (r *flightReader) openDirect() error {
 // again or the store fail, the same bytes from upstream.
 func (r *flightReader) openLanded() error {
 	f := r.f
-	src, err := r.o.readStored(r.ctx, f.id, f.size, r.pos, r.end)
+	src, err := r.o.readStored(r.ctx, f.id, f.size, r.pos, r.end, nil)
 	if err != nil {
 		if r.ctx.Err() != nil {
 			return err

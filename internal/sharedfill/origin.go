@@ -109,13 +109,12 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 	if f := o.s.joinFlight(id); f != nil {
 		return f.reader(ctx, o, a-start, b-start), nil
 	}
-	if !o.s.tryStore() {
-		return o.up.FetchRange(ctx, a, b-a)
-	}
-	body, err := o.readStored(ctx, id, size, a-start, b-start)
+	body, err := o.readStored(ctx, id, size, a-start, b-start, o.s.tryStore)
 	switch {
 	case err == nil:
 		return body, nil
+	case errors.Is(err, errStoreSkipped):
+		return o.up.FetchRange(ctx, a, b-a) // the store is down and another read probes it
 	case !errors.Is(err, sharedstore.ErrNotFound):
 		if ctx.Err() != nil {
 			return nil, err
@@ -135,12 +134,12 @@ func (o *Origin) source(ctx context.Context, idx, a, b int64) (io.ReadCloser, er
 var errStoreSlow = errors.New("sharedfill: shared store too slow")
 
 // readStored returns [from, to) of stored chunk id, of size bytes, read
-// whole and unsealed first (chunkobj.go, seal.go): a stored chunk
-// is never handed on unchecked, so the store serves whole chunks even for a
-// few bytes of one. A chunk that is not there, or not right, is
-// sharedstore.ErrNotFound.
-func (o *Origin) readStored(ctx context.Context, id chunkID, size, from, to int64) (io.ReadCloser, error) {
-	data, err := o.readChunk(ctx, id, size)
+// whole and unsealed first (chunkobj.go, seal.go) or kept in memory since
+// (verified.go): a stored chunk is never handed on unchecked, so the store
+// serves whole chunks even for a few bytes of one. A chunk that is not
+// there, or not right, is sharedstore.ErrNotFound; gate is storedChunk's.
+func (o *Origin) readStored(ctx context.Context, id chunkID, size, from, to int64, gate func() bool) (io.ReadCloser, error) {
+	data, err := o.storedChunk(ctx, id, size, gate)
 	if err != nil {
 		return nil, err
 	}

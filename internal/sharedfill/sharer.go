@@ -72,6 +72,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	singleflight "github.com/hubproxy/hubproxy/internal/flight"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
 )
@@ -135,6 +136,18 @@ type Options struct {
 	// this also bounds that memory: MaxFlights × ChunkSize. Past it,
 	// reads go straight upstream. Default 16.
 	MaxFlights int
+	// VerifiedChunkBytes bounds the chunks this node keeps in memory once
+	// read from the store and verified, or fetched from upstream itself
+	// (verified.go), so that the cache's fills of one chunk, however many
+	// and however aligned, read it from the store once. Memory: at most
+	// this many bytes held, plus, for chunks being read from the store,
+	// one buffer per chunk (not per reader); a reader still serving an
+	// evicted chunk keeps it alive until it is done. Default 4 ×
+	// ChunkSize (32 MiB at 8 MiB chunks): a fill straddling two chunks
+	// for each of two sequential streams at once; a chunk larger than
+	// the bound is shared among its concurrent readers but not kept.
+	// Negative: none kept.
+	VerifiedChunkBytes int64
 	// Owner names this node in its claims; default host-pid-random.
 	Owner string
 	// OnClaim, when set, is told each chunk's outcome (ClaimWon, ...).
@@ -142,7 +155,10 @@ type Options struct {
 	// OnReject, when set, is told why each chunk object read from the
 	// store was rejected (RejectMAC, ...) and deleted.
 	OnReject func(reason string)
-	Logger   *slog.Logger
+	// OnVerified, when set, is told how each chunk wanted from the store
+	// was got (VerifiedHit, ...).
+	OnVerified func(result string)
+	Logger     *slog.Logger
 }
 
 // The defaults for zero-valued Options fields.
@@ -155,6 +171,8 @@ const (
 	DefaultStallTimeout = 10 * time.Second
 	DefaultFetchTimeout = 5 * time.Minute
 	DefaultMaxFlights   = 16
+	// DefaultVerifiedChunks is VerifiedChunkBytes' default in chunks.
+	DefaultVerifiedChunks = 4
 )
 
 func (o Options) withDefaults() Options {
@@ -175,6 +193,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxFlights <= 0 {
 		o.MaxFlights = DefaultMaxFlights
 	}
+	if o.VerifiedChunkBytes == 0 {
+		o.VerifiedChunkBytes = DefaultVerifiedChunks * o.ChunkSize
+	}
 	if o.Owner == "" {
 		host, _ := os.Hostname()
 		var rnd [4]byte
@@ -186,6 +207,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OnReject == nil {
 		o.OnReject = func(string) {}
+	}
+	if o.OnVerified == nil {
+		o.OnVerified = func(string) {}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -207,6 +231,9 @@ type Sharer struct {
 	// what that means has been logged.
 	otherSecretSeen atomic.Bool
 
+	verified *verified                  // chunks kept in memory (verified.go); nil: none
+	reads    singleflight.Group[[]byte] // store reads of chunks, one per chunk at a time
+
 	clockMu sync.Mutex // serialises measuring clock
 	clock   storeClock
 
@@ -225,7 +252,7 @@ func New(objs Objects, opts Options) (*Sharer, error) {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Sharer{objs: objs, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, seal: seal,
-		health: newHealth(time.Now), flights: map[chunkID]*flight{}}, nil
+		health: newHealth(time.Now), flights: map[chunkID]*flight{}, verified: newVerified(opts.VerifiedChunkBytes)}, nil
 }
 
 // SecretID is the id of this node's secret (SecretID), for its logs.
@@ -242,8 +269,10 @@ func (s *Sharer) Close() error {
 }
 
 // Discard is Forget in the background, for callers that must not block
-// (the cache's verification hook), tried again while the store fails.
+// (the cache's verification hook), tried again while the store fails. The
+// file's chunks in memory are dropped before it returns.
 func (s *Sharer) Discard(etag string) {
+	s.verified.drop(etag)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
@@ -311,11 +340,13 @@ func (s *Sharer) Origin(etag string, size int64, up Upstream) Upstream {
 
 // Forget deletes every stored chunk (and claim) of the file with this etag:
 // what the cache calls when the file failed verification, since any of its
-// chunks may be what was wrong. It returns how many objects it deleted.
+// chunks may be what was wrong; they are dropped from this node's memory
+// too. It returns how many objects it deleted.
 func (s *Sharer) Forget(ctx context.Context, etag string) (int, error) {
 	if hub.ETagKind(etag) == hub.HashUnknown {
 		return 0, fmt.Errorf("sharedfill: %q is not a content hash", etag)
 	}
+	s.verified.drop(etag) // first: the chunks are as suspect in memory as in the store
 	n, _, err1 := deletePrefix(ctx, s.objs, chunksPrefix+etag+"/", nil)
 	m, _, err2 := deletePrefix(ctx, s.objs, claimsPrefix+etag+"/", nil)
 	n += m
