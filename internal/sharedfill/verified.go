@@ -154,8 +154,7 @@ func (o *Origin) storedChunk(ctx context.Context, id chunkID, size int64, gate f
 		return data, nil
 	}
 	var started atomic.Bool // this caller's fn ran: it read the store
-	fkey := s.chunkKey(id) + "/" + strconv.FormatInt(size, 10)
-	data, err := s.reads.Do(ctx, fkey, s.opts.FetchTimeout, func(fctx context.Context) ([]byte, error) {
+	data, err := s.reads.Do(ctx, s.readKey(k), s.opts.FetchTimeout, func(fctx context.Context) ([]byte, error) {
 		started.Store(true)
 		if gate != nil && !gate() {
 			return nil, errStoreSkipped
@@ -179,4 +178,9 @@ func (o *Origin) storedChunk(ctx context.Context, id chunkID, size int64, gate f
 		s.opts.OnVerified(VerifiedJoined)
 	}
 	return data, err
+}
+
+// readKey names the store read of chunk k among the reads in progress.
+func (s *Sharer) readKey(k verifiedKey) string {
+	return s.chunkKey(k.id) + "/" + strconv.FormatInt(k.size, 10)
 }
