@@ -64,6 +64,7 @@ func openShared(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*share
 		MaxFlights: 2 * cmp.Or(cfg.UpstreamConns, Defaults().UpstreamConns),
 		OnClaim:    m.ObserveClaim,
 		OnReject:   m.ObserveReject,
+		OnVerified: m.ObserveChunkLookup,
 		Logger:     log,
 	})
 	if err != nil {

@@ -10,6 +10,9 @@ var (
 	// RejectReasons are why chunk objects read from the store were
 	// rejected (sharedfill.Reject*).
 	RejectReasons = []string{"mac", "other_secret", "size", "unreadable"}
+	// ChunkLookups are how chunks wanted from the store were got
+	// (sharedfill.Verified*).
+	ChunkLookups = []string{"hit", "joined", "miss"}
 )
 
 // SharedStore counts a node's traffic with the cluster's shared store
@@ -21,6 +24,7 @@ type SharedStore struct {
 	errors   *prometheus.CounterVec // op
 	claims   *prometheus.CounterVec // result
 	rejected *prometheus.CounterVec // reason
+	lookups  *prometheus.CounterVec // result
 }
 
 // RegisterSharedStore registers the shared-store metrics, and
@@ -47,6 +51,10 @@ func RegisterSharedStore(reg prometheus.Registerer, up func() bool) *SharedStore
 			Namespace: namespace, Name: "store_chunks_rejected_total",
 			Help: "Chunk objects read from the shared store that were not served but deleted and fetched anew, by reason: mac (forged, copied or corrupt), other_secret (sealed under another shared-store secret: this node's or theirs is wrong), size, unreadable.",
 		}, []string{"reason"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_chunk_lookups_total",
+			Help: "Chunks a fill wanted from the shared store, by how they were got: hit (kept in memory, verified), joined (shared another reader's store read), miss (read from the store).",
+		}, []string{"result"}),
 	}
 	for _, op := range StoreOps {
 		for _, r := range StoreResults {
@@ -62,7 +70,10 @@ func RegisterSharedStore(reg prometheus.Registerer, up func() bool) *SharedStore
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}
-	reg.MustRegister(m.requests, m.bytes, m.errors, m.claims, m.rejected,
+	for _, r := range ChunkLookups {
+		m.lookups.WithLabelValues(r)
+	}
+	reg.MustRegister(m.requests, m.bytes, m.errors, m.claims, m.rejected, m.lookups,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "store_up",
 			Help: "1 while the shared store answers, 0 while this node serves around it from upstream."},
 			func() float64 {
@@ -95,3 +106,6 @@ func (m *SharedStore) ObserveClaim(result string) { m.claims.WithLabelValues(res
 
 // ObserveReject counts one chunk object rejected, and why.
 func (m *SharedStore) ObserveReject(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+
+// ObserveChunkLookup counts how one chunk wanted from the store was got.
+func (m *SharedStore) ObserveChunkLookup(result string) { m.lookups.WithLabelValues(result).Inc() }
