@@ -319,9 +319,12 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		ChunkSize:    cfg.ChunkSize,
 		ReadAhead:    cfg.ReadAhead,
 		MaxFills:     cfg.UpstreamConns,
-		FillTimeout:  cfg.FillTimeout,
-		Pins:         pins,
-		OnFillError:  func(err error) { m.ObserveFillError(fillErrorReason(err)) },
+		// The shared tier serves fills chunk by chunk (chunk-size, as
+		// here): a fill across two of its chunks would cost both.
+		AlignFills:  shared != nil,
+		FillTimeout: cfg.FillTimeout,
+		Pins:        pins,
+		OnFillError: func(err error) { m.ObserveFillError(fillErrorReason(err)) },
 		// A file that failed verification may have come from the
 		// shared store: drop the store's copy, so it is fetched anew.
 		OnVerifyFailed: shared.forget,

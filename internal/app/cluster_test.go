@@ -223,6 +223,19 @@ func TestClusterColdHerd(t *testing.T) {
 			if got := fresh.metric(t, "hubproxy_store_bytes_total", `direction="read"`); got < size {
 				t.Errorf("the new node read %v bytes from the store, want the file's %d", got, size)
 			}
+			// Each chunk once (issue 21: fills that straddle chunks read
+			// nearly every chunk twice, 120 GETs for 64 chunks), served
+			// the second time from the node's verified chunks in memory.
+			chunks := float64((size + clusterChunk - 1) / clusterChunk)
+			gets := fresh.metric(t, "hubproxy_store_requests_total", `op="get"`)
+			t.Logf("the new node: %v store GETs for %v chunks, %v bytes read for a %d-byte file; chunk look-ups: %v hit, %v joined, %v miss",
+				gets, chunks, fresh.metric(t, "hubproxy_store_bytes_total", `direction="read"`), size,
+				fresh.metric(t, "hubproxy_store_chunk_lookups_total", `result="hit"`),
+				fresh.metric(t, "hubproxy_store_chunk_lookups_total", `result="joined"`),
+				fresh.metric(t, "hubproxy_store_chunk_lookups_total", `result="miss"`))
+			if gets != chunks {
+				t.Errorf("the new node made %v store GETs for a file of %v chunks, want one each", gets, chunks)
+			}
 		})
 	}
 }

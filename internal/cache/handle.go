@@ -199,7 +199,7 @@ func (h *Handle) ensure(need ranges.Range, aheadEnd int64, final bool) (waited b
 				// in flight: read-ahead would be cancelled at once.
 				end, fin = need.End, true
 			}
-			jobs = h.jobsLocked(need, it.planLocked(need, end, fin, s.opts.ChunkSize))
+			jobs = h.jobsLocked(need, it.planLocked(need, end, fin, s.opts.ChunkSize, s.opts.AlignFills))
 		}
 		if !ready {
 			it.adoptLocked(h, need)

@@ -156,16 +156,27 @@ func (it *item) addLinkLocked(l link) {
 // later call unless final is set (aheadEnd is the end of the caller's window),
 // so read-ahead requests stay chunk-sized as the window slides. Read-ahead
 // also skips a run whose last fill failed, so a failing upstream is retried
-// only as fast as readers actually need the bytes.
-func (it *item) planLocked(need ranges.Range, aheadEnd int64, final bool, chunk int64) []ranges.Range {
+// only as fast as readers actually need the bytes. With align, requests
+// split at multiples of chunk from the file's start, and read-ahead short of
+// the window's end stops at one, so each request lies within one chunk
+// (Options.AlignFills).
+func (it *item) planLocked(need ranges.Range, aheadEnd int64, final bool, chunk int64, align bool) []ranges.Range {
+	if align && !final {
+		aheadEnd = max(aheadEnd/chunk*chunk, need.End)
+	}
 	needBlocks := it.blocksOf(need)
 	region := it.blocksOf(ranges.Range{Pos: need.Pos, End: max(need.End, aheadEnd)})
 	var out []ranges.Range
 	claim := func(u ranges.Range) {
-		for pos := u.Pos; pos < u.End; pos += chunk {
-			r := ranges.Range{Pos: pos, End: min(pos+chunk, u.End)}
+		for pos := u.Pos; pos < u.End; {
+			end := min(pos+chunk, u.End)
+			if align {
+				end = min((pos/chunk+1)*chunk, u.End)
+			}
+			r := ranges.Range{Pos: pos, End: end}
 			it.pending.Insert(r)
 			out = append(out, r)
+			pos = end
 		}
 	}
 	for _, m := range it.present.Missing(region) {

@@ -11,13 +11,19 @@ import (
 
 // Options configures a Store. Zero values select the documented defaults.
 type Options struct {
-	Dir          string        // root; itself a valid HF_HUB_CACHE
-	MaxBytes     int64         // budget for blobs + partial present bytes; 0 = unlimited
-	MinFreeBytes int64         // evict to keep this much free on the filesystem (statfs); 0 = off
-	BlockSize    int64         // fill granularity; default 64 KiB. Reads round out to blocks.
-	ChunkSize    int64         // max bytes per upstream request; default 8 MiB. Larger missing runs split into chunks fetched in parallel.
-	ReadAhead    int           // chunks kept in flight ahead of a sequential reader; default 4
-	MaxFills     int           // global cap on concurrent upstream requests; default 16
+	Dir          string // root; itself a valid HF_HUB_CACHE
+	MaxBytes     int64  // budget for blobs + partial present bytes; 0 = unlimited
+	MinFreeBytes int64  // evict to keep this much free on the filesystem (statfs); 0 = off
+	BlockSize    int64  // fill granularity; default 64 KiB. Reads round out to blocks.
+	ChunkSize    int64  // max bytes per upstream request; default 8 MiB. Larger missing runs split into chunks fetched in parallel.
+	ReadAhead    int    // chunks kept in flight ahead of a sequential reader; default 4
+	MaxFills     int    // global cap on concurrent upstream requests; default 16
+	// AlignFills makes every upstream request lie within one chunk:
+	// requests split at multiples of ChunkSize from the file's start
+	// rather than from where a missing run starts. For an origin that
+	// serves in ChunkSize units (the shared tier's), a misaligned request
+	// costs two of its chunks.
+	AlignFills   bool
 	FillTimeout  time.Duration // per upstream chunk request; default 5 min
 	MaxMetaBytes int64         // bound on cached API documents; default DefaultMaxMetaBytes
 	// MaxNoExist and MaxNoExistPerCommit bound the files and directories
