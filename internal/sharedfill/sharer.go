@@ -138,15 +138,18 @@ type Options struct {
 	MaxFlights int
 	// VerifiedChunkBytes bounds the chunks this node keeps in memory once
 	// read from the store and verified, or fetched from upstream itself
-	// (verified.go), so that the cache's fills of one chunk, however many
-	// and however aligned, read it from the store once. Memory: at most
-	// this many bytes held, plus, for chunks being read from the store,
-	// one buffer per chunk (not per reader); a reader still serving an
+	// (verified.go), so that the cache's fills of one chunk, and its
+	// readers at once, read it from the store once. Memory: at most this
+	// many bytes held, plus, for chunks being read from the store, one
+	// buffer per chunk (not per reader); a reader still serving an
 	// evicted chunk keeps it alive until it is done. Default 4 ×
-	// ChunkSize (32 MiB at 8 MiB chunks): a fill straddling two chunks
-	// for each of two sequential streams at once; a chunk larger than
-	// the bound is shared among its concurrent readers but not kept.
-	// Negative: none kept.
+	// ChunkSize (32 MiB at 8 MiB chunks): with fills aligned to chunks
+	// (cache.Options.AlignFills) a sequential reader needs the one chunk
+	// it is in, and a fill not aligned needs two; four leaves room for a
+	// few readers at once (range and tensor readers come back to the same
+	// chunks) at a small fraction of the MaxFlights × ChunkSize that
+	// fetches may buffer. A chunk larger than the bound is shared among
+	// its readers at once but not kept. Negative: none kept.
 	VerifiedChunkBytes int64
 	// Owner names this node in its claims; default host-pid-random.
 	Owner string
