@@ -142,7 +142,8 @@ var errStoreSkipped = errors.New("sharedfill: the store is not being tried now")
 // or read from the store once for all who want it at once (readChunk's
 // errors: sharedstore.ErrNotFound for a chunk absent or rejected, any
 // other for the store failing). When gate is set, a read that has to go to
-// the store asks it first (tryStore) and is errStoreSkipped if refused;
+// the store asks it first (tryStore) and is errStoreSkipped if refused, as
+// is one after Close;
 // readers that joined a read in progress share its outcome. A reader whose
 // ctx ends gets ctx's error; the read goes on for the others, and stops
 // once no reader is left.
@@ -156,10 +157,20 @@ func (o *Origin) storedChunk(ctx context.Context, id chunkID, size int64, gate f
 	var started atomic.Bool // this caller's fn ran: it read the store
 	data, err := s.reads.Do(ctx, s.readKey(k), s.opts.FetchTimeout, func(fctx context.Context) ([]byte, error) {
 		started.Store(true)
+		// Close stops reads too and waits for them, as for flights.
+		s.mu.Lock()
+		closed := s.ctx.Err() != nil
+		if !closed {
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		if closed {
+			return nil, errStoreSkipped
+		}
+		defer s.wg.Done()
 		if gate != nil && !gate() {
 			return nil, errStoreSkipped
 		}
-		// Close stops reads too, as it stops flights.
 		fctx, cancel := context.WithCancel(fctx)
 		defer cancel()
 		defer context.AfterFunc(s.ctx, cancel)()
