@@ -92,10 +92,12 @@ func (b *fileBackend) checkModes(root fs.FileInfo) error {
 // users.
 func (b *fileBackend) checkOpen(dir string, depth int) error {
 	ents, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case errors.Is(err, fs.ErrPermission):
+		return &ConfigError{Err: fmt.Errorf("%s is not readable by this node's user: %w (nodes of several uids share a store with mode=group, in a directory of their group)", dir, err)}
+	case err != nil:
 		return err
 	}
 	for _, e := range ents {
