@@ -65,11 +65,16 @@ func byteCounts(t *testing.T, line map[string]any) (up, store int64) {
 // from the store, as store bytes, with 0 from upstream (and the hub agrees).
 func TestClusterAccessLogTellsStoreFromUpstream(t *testing.T) {
 	c := newCluster(t, "file", hubtest.Options{})
-	const size = 5<<20 + 777 // six chunks, the last one short
+	const size = 5<<20 + 777 // the last chunk short
 	data := c.addModel("org/logged", size, nil)
 	path := "/org/logged/resolve/main/model.safetensors"
 
-	first, firstLogs := c.loggedNode(nil)
+	// Chunks of one block, so that every fill (whole blocks) covers whole
+	// chunks: a fill that starts inside a chunk whose flight already
+	// ended reads that chunk's rest from the store, even on the node that
+	// fetched it, and is logged so, truly (issue 21's item 3 aligns fills).
+	block := func(cfg *app.Config) { cfg.ChunkSize = 64 << 10 }
+	first, firstLogs := c.loggedNode(block)
 	c.hub.ResetCounters()
 	readAll(t, []*node{first}, 1, path, data)
 	if cdn := c.hub.Counters().BodyBytes; cdn != size {
@@ -80,7 +85,7 @@ func TestClusterAccessLogTellsStoreFromUpstream(t *testing.T) {
 		t.Errorf("the node that fetched the file logged upstream_bytes %d store_bytes %d; want %d and 0", up, store, size)
 	}
 
-	second, secondLogs := c.loggedNode(nil)
+	second, secondLogs := c.loggedNode(block)
 	c.hub.ResetCounters()
 	readAll(t, []*node{second}, 1, path, data)
 	if cdn := c.hub.Counters().BodyBytes; cdn != 0 {
