@@ -65,8 +65,9 @@ func (b *fileBackend) mkdirAll(dir string) error {
 }
 
 // checkModes says what is wrong with who may enter the store. A directory
-// or object of the store's own (the root's entries and theirs: .tmp, v3,
-// v3/chunks, ...) that other users may read, enter or write is refused:
+// or object of the store's own (.tmp and v1, v2, v3 in the root, and their
+// entries: v3/chunks, v3/clock, ...) that other users may read, enter or
+// write is refused:
 // every chunk of a gated file under it would be readable by any user of the
 // host, and the node cannot know whether it may tighten a directory another
 // node's user made, so the operator closes it (the error says how). The
@@ -85,12 +86,31 @@ func (b *fileBackend) checkModes(root fs.FileInfo) error {
 		b.log.Warn("shared store: mode=group, but the store's directory is not set-group-ID: new files take each node's primary group, so nodes of other uids may not write them (chgrp GROUP the directory, chmod 2770 it)",
 			"dir", b.root, "mode", fmt.Sprintf("%#o", root.Mode().Perm()))
 	}
-	return b.checkOpen(b.root, 2)
+	return b.checkOpen(b.root, 2, ownEntry)
 }
 
-// checkOpen refuses an entry of dir, down to depth levels, open to other
-// users.
-func (b *fileBackend) checkOpen(dir string, depth int) error {
+// ownEntry says whether a name in the root is the store's: .tmp or a
+// layout's directory (v1, v2, v3). Anything else there (a file system's
+// lost+found, an operator's notes) is not the store's to judge, and may not
+// be readable by the node's user at all.
+func ownEntry(name string) bool {
+	if name == fileTmp {
+		return true
+	}
+	if len(name) < 2 || name[0] != 'v' {
+		return false
+	}
+	for _, c := range name[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOpen refuses an entry of dir that own takes (nil: every one), and
+// the entries under it down to depth levels, open to other users.
+func (b *fileBackend) checkOpen(dir string, depth int, own func(string) bool) error {
 	ents, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -101,6 +121,9 @@ func (b *fileBackend) checkOpen(dir string, depth int) error {
 		return err
 	}
 	for _, e := range ents {
+		if own != nil && !own(e.Name()) {
+			continue
+		}
 		p := filepath.Join(dir, e.Name())
 		info, err := os.Lstat(p)
 		if err != nil {
@@ -116,7 +139,7 @@ func (b *fileBackend) checkOpen(dir string, depth int) error {
 			return &ConfigError{Err: fmt.Errorf("%s is open to other users of this host (mode %#o): they could read stored chunks of gated files; close the store with chmod -R o-rwx %s", p, info.Mode().Perm(), b.root)}
 		}
 		if info.IsDir() && depth > 1 {
-			if err := b.checkOpen(p, depth-1); err != nil {
+			if err := b.checkOpen(p, depth-1, nil); err != nil {
 				return err
 			}
 		}

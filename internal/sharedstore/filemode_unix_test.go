@@ -92,11 +92,14 @@ func writeSome(t *testing.T, url string) {
 // the node does not own, and its closed entries keep the chunks unreadable.
 func TestFileStoreOpenToOthers(t *testing.T) {
 	ctx := context.Background()
-	for _, open := range []string{"v3", "v3/chunks", ".tmp", "v3/clock"} {
+	for _, open := range []string{"v3", "v3/chunks", ".tmp", "v3/clock", "v3/claims", "v12"} {
 		t.Run(open, func(t *testing.T) {
 			root := t.TempDir()
 			writeSome(t, "file://"+root)
 			if err := os.WriteFile(filepath.Join(root, "v3/clock"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(root, "v12"), 0o700); err != nil { // a later layout's
 				t.Fatal(err)
 			}
 			if err := os.Chmod(filepath.Join(root, open), 0o755); err != nil {
@@ -114,6 +117,16 @@ func TestFileStoreOpenToOthers(t *testing.T) {
 	writeSome(t, "file://"+root)
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	// Not the store's: a file system's lost+found (root's, 0700 on ext4,
+	// unreadable by a node's user), something an operator left.
+	for _, d := range []string{"lost+found", "notes", "v3x"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, d, "f"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var logs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
