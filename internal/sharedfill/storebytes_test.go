@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/cache"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // readTallied reads [off, off+n) through o as a cache fill does, counting
@@ -51,16 +52,30 @@ func TestStoreBytesAreToldApart(t *testing.T) {
 	if !bytes.Equal(got, data[off:off+n]) || tally.Bytes() != n || tally.StoreBytes() != 0 {
 		t.Fatalf("the fetching node: upstream %d store %d; want %d and 0", tally.Bytes(), tally.StoreBytes(), n)
 	}
-	// The whole file: chunks 1 and 2 are stored, 0 and 3 fetched.
+	// The whole file: chunks 1 and 2 are stored, 0 and 3 fetched. (A
+	// reader that joins this node's flight on a chunk reads its buffer,
+	// upstream's bytes: wait for the flights to end, so it is the store.)
+	flightsDone(t, a)
 	got, tally = readTallied(t, a.Origin(etagOf(31), size, up), 0, size)
 	if !bytes.Equal(got, data) || tally.StoreBytes() != 2*testChunk || tally.Bytes() != size-2*testChunk {
 		t.Fatalf("half stored: upstream %d store %d; want %d and %d", tally.Bytes(), tally.StoreBytes(), size-2*testChunk, 2*testChunk)
 	}
+	flightsDone(t, a)
 	b := newSharer(t, store, nil, Options{})
 	got, tally = readTallied(t, b.Origin(etagOf(31), size, up), 0, size)
 	if !bytes.Equal(got, data) || tally.StoreBytes() != size || tally.Bytes() != 0 {
 		t.Fatalf("another node: upstream %d store %d; want 0 and %d", tally.Bytes(), tally.StoreBytes(), size)
 	}
+}
+
+// flightsDone waits until s has no flight: every chunk it fetched is put.
+func flightsDone(t *testing.T, s *Sharer) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "the flights to end", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.flights) == 0
+	})
 }
 
 // A waiter's bytes: those of the landed chunk are the store's; those it
