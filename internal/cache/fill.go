@@ -117,7 +117,7 @@ func (s *Store) fetchInto(ctx context.Context, it *item, o Origin, r ranges.Rang
 	it.mu.Lock()
 	file := it.file // open: this goroutine holds a reference
 	it.mu.Unlock()
-	tally := TallyFrom(ctx) // the request that started this fill, if it counts
+	tally := TallyFrom(ctx).For(body) // the request that started this fill, if it counts
 	buf := make([]byte, min(it.blockSize, r.Size()))
 	var unsaved int64 // bytes made present since the sidecar was last saved
 	for pos < r.End {

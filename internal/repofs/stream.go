@@ -13,10 +13,11 @@ import (
 // re-reads them (http.ServeContent re-reads the byte the server probed
 // before sending its status line) costs no second request.
 type stream struct {
-	body    io.ReadCloser // nil when no request is open
-	pos     int64         // file offset body is at
-	end     int64         // the reader's window end: requests run to here
-	last    []byte        // bytes of the last read, at lastOff
+	body    io.ReadCloser   // nil when no request is open
+	tally   cache.BodyTally // counts body's bytes in the request's tally
+	pos     int64           // file offset body is at
+	end     int64           // the reader's window end: requests run to here
+	last    []byte          // bytes of the last read, at lastOff
 	lastOff int64
 }
 
@@ -29,7 +30,8 @@ func (s *stream) close() error {
 	return err
 }
 
-// readUpstream reads len(p) bytes at off from upstream (fewer at the end of
+// readUpstream reads len(p) bytes at off from upstream, or through the
+// shared store when the File reads around its cache (fewer at the end of
 // the file, with io.EOF), counting them in the request's tally.
 func (f *File) readUpstream(p []byte, off int64) (int, error) {
 	size := f.Meta.Size
@@ -76,10 +78,11 @@ func (f *File) readStream(p []byte, off int64) (int, error) {
 			return 0, err
 		}
 		s.body, s.pos = body, off
+		s.tally = cache.TallyFrom(f.ctx).For(body) // upstream's, or the store's through around
 	}
 	n, err := io.ReadFull(s.body, p)
 	s.pos += int64(n)
-	cache.TallyFrom(f.ctx).Add(int64(n))
+	s.tally.Add(int64(n))
 	s.last, s.lastOff = append(s.last[:0], p[:n]...), off
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		// The stream ended where the window does; a later read reopens.

@@ -232,8 +232,9 @@ func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 const progressPiece = 4 << 20
 
 // reqInfo is what a request's handler learns that its log line reports:
-// what the cache held of the bytes it asked for, and what upstream sent for
-// it (fills it started, bytes streamed around the cache, API bodies).
+// what the cache held of the bytes it asked for, and what upstream and the
+// cluster's shared store sent for it (fills it started, bytes streamed
+// around the cache, API bodies).
 type reqInfo struct {
 	cache string // "hit", "partial", "miss" or "bypass"; "" when no file bytes were read
 	tally cache.Tally
@@ -318,7 +319,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		// redacted (a signed URL's, a token=), the peer, the first hop of
 		// X-Forwarded-For when a balancer set one, and the user agent.
 		// Authorization is never logged.
-		attrs := make([]slog.Attr, 0, 14)
+		attrs := make([]slog.Attr, 0, 15)
 		attrs = append(attrs,
 			slog.String("id", w.Header().Get("X-Request-Id")),
 			slog.String("method", r.Method),
@@ -341,7 +342,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if ri.cache != "" {
 			attrs = append(attrs, slog.String("cache", ri.cache))
 		}
-		attrs = append(attrs, slog.Int64("upstream_bytes", ri.tally.Bytes()))
+		attrs = append(attrs, slog.Int64("upstream_bytes", ri.tally.Bytes()), slog.Int64("store_bytes", ri.tally.StoreBytes()))
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})
 }

@@ -218,7 +218,13 @@ type flightReader struct {
 	direct   bool          // past FallbackAfter: reads go upstream until the chunk arrives
 	idle     time.Time     // when this reader began waiting for a byte; zero: not waiting
 	left     atomic.Bool
+	stored   int64 // bytes of closed srcs that the store served
 }
+
+// StoreBytes is how many of the bytes read so far the store served: those
+// of the landed chunk, never the flight's buffer (this node's upstream
+// fetch) or a direct block.
+func (r *flightReader) StoreBytes() int64 { return r.stored + storeBytesOf(r.src) }
 
 func (r *flightReader) Read(p []byte) (int, error) {
 	f := r.f
@@ -237,6 +243,7 @@ func (r *flightReader) Read(p []byte) (int, error) {
 				return n, err
 			}
 			// A direct block is done: look again at where the rest is.
+			r.stored += storeBytesOf(r.src)
 			r.src.Close()
 			r.src = nil
 			if n > 0 {

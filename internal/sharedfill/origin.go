@@ -51,6 +51,23 @@ type rangeReader struct {
 	pos, end int64
 	cur      io.ReadCloser // source of [pos, curEnd); nil between chunks
 	curEnd   int64
+	stored   int64 // bytes the store served, of the sources closed so far
+}
+
+// StoreBytes is how many of the bytes read so far the store served (a
+// cache.FromStore, so the request's tally tells them from upstream's).
+func (r *rangeReader) StoreBytes() int64 { return r.stored + storeBytesOf(r.cur) }
+
+// fromStore is a chunk's source that counts the bytes it gave that the
+// store served. Every other source is upstream's: a fetch here, or this
+// node's flight fetching the chunk.
+type fromStore interface{ StoreBytes() int64 }
+
+func storeBytesOf(r io.Reader) int64 {
+	if s, ok := r.(fromStore); ok {
+		return s.StoreBytes()
+	}
+	return 0
 }
 
 func (r *rangeReader) next() error {
@@ -78,6 +95,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 		n, err := r.cur.Read(p[:min(int64(len(p)), r.curEnd-r.pos)])
 		r.pos += int64(n)
 		if r.pos == r.curEnd {
+			r.stored += storeBytesOf(r.cur)
 			r.cur.Close()
 			r.cur = nil
 			if n > 0 || len(p) == 0 {
@@ -96,6 +114,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 
 func (r *rangeReader) Close() error {
 	if r.cur != nil {
+		r.stored += storeBytesOf(r.cur)
 		r.cur.Close()
 		r.cur = nil
 	}
@@ -143,5 +162,11 @@ func (o *Origin) readStored(ctx context.Context, id chunkID, size, from, to int6
 	if err != nil {
 		return nil, err
 	}
-	return io.NopCloser(bytes.NewReader(data[from:to])), nil
+	return storedBody{bytes.NewReader(data[from:to])}, nil
 }
+
+// storedBody is bytes of a stored chunk, checked.
+type storedBody struct{ *bytes.Reader }
+
+func (b storedBody) StoreBytes() int64 { return b.Size() - int64(b.Len()) }
+func (storedBody) Close() error        { return nil }

@@ -1,6 +1,7 @@
 package sharedstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,27 +22,22 @@ import (
 // under it; temporary files live in .tmp/ beside them, on the same file
 // system, so they can be linked and renamed into place.
 type fileBackend struct {
-	root string
-	link func(oldname, newname string) error // os.Link; a test's lossy NFS in tests
+	root  string
+	modes fileModes
+	log   *slog.Logger
+	link  func(oldname, newname string) error // os.Link; a test's lossy NFS in tests
 }
 
 // fileTmp is the directory of files being written, skipped by list.
 const fileTmp = ".tmp"
 
-// Objects and their directories are for this store's nodes alone, which run
-// as one user: other users of the volume's hosts (or pods mounting it) must
-// not read chunks of gated files, nor claims. Nodes never need group access.
-const (
-	fileMode = 0o600
-	dirMode  = 0o700
-)
-
 // staleTmp is how old a temp file must be before check deletes it: a writer
 // that died left it, and no live write takes this long.
 const staleTmp = time.Hour
 
-func newFile(loc Location) (*fileBackend, error) {
-	return &fileBackend{root: filepath.FromSlash(loc.Dir), link: os.Link}, nil
+func newFile(loc Location, log *slog.Logger) (*fileBackend, error) {
+	return &fileBackend{root: filepath.FromSlash(loc.Dir), modes: modesFor(loc),
+		log: cmp.Or(log, slog.New(slog.DiscardHandler)), link: os.Link}, nil
 }
 
 func (b *fileBackend) path(key string) string {
@@ -118,7 +115,7 @@ func (b *fileBackend) create(ctx context.Context, key string, data []byte) error
 func (b *fileBackend) intoDir(key string, place func(dst string) error) error {
 	dst := b.path(key)
 	for try := 0; ; try++ {
-		if err := os.MkdirAll(filepath.Dir(dst), dirMode); err != nil {
+		if err := b.mkdirAll(filepath.Dir(dst)); err != nil {
 			return err
 		}
 		err := place(dst)
@@ -149,16 +146,19 @@ func (b *fileBackend) writeTemp(ctx context.Context, data []byte) (string, error
 		return "", err
 	}
 	dir := filepath.Join(b.root, fileTmp)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
+	if err := b.mkdirAll(dir); err != nil {
 		return "", err
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	f, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString(rnd[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	f, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString(rnd[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, b.modes.file)
 	if err != nil {
 		return "", err
 	}
-	_, err = f.Write(data)
+	err = f.Chmod(b.modes.file) // what the umask took off
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -260,6 +260,9 @@ func (b *fileBackend) check(ctx context.Context) error {
 	}
 	if !info.IsDir() {
 		return &ConfigError{Err: fmt.Errorf("%s is not a directory", b.root)}
+	}
+	if err := b.checkModes(info); err != nil {
+		return err
 	}
 	tmp, err := b.writeTemp(ctx, nil)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // success it is, or the claim it made would be left with no owner; a name
 // that another create holds stays ErrExists.
 func TestCreateSeesThroughARetransmittedLink(t *testing.T) {
-	b, err := newFile(Location{Dir: t.TempDir()})
+	b, err := newFile(Location{Dir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,9 @@ type Options struct {
 	// ReadOnly skips the write probe: for tools that only list the store
 	// (cache store ls, du) with credentials that may not write.
 	ReadOnly bool
-	// Logger receives the AWS SDK's own log lines (at warn and debug)
-	// and the detail behind a credentials error; nil discards them.
+	// Logger receives the AWS SDK's own log lines (at warn and debug),
+	// the detail behind a credentials error, and a file:// store's
+	// warnings about its directory's modes; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -116,7 +117,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	case "s3":
 		b, err = newS3(ctx, loc, opts.Logger)
 	case "file":
-		b, err = newFile(loc)
+		b, err = newFile(loc, opts.Logger)
 	}
 	if err != nil {
 		return nil, &ConfigError{URL: loc.String(), Err: err}

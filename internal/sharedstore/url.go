@@ -22,8 +22,9 @@ type Location struct {
 	Region    string // "" for the AWS configuration's (AWS_REGION, profile)
 	PathStyle bool   // bucket in the path, not the host name
 
-	// file:///DIR
-	Dir string
+	// file:///DIR[?mode=group]
+	Dir   string
+	Group bool // mode=group: the directory's group shares it (filemode.go)
 }
 
 // s3Keys are the query keys an s3:// URL takes: gocloud.dev's s3blob names,
@@ -33,7 +34,7 @@ var s3Keys = []string{"endpoint", "region", "use_path_style"}
 // ParseURL parses a shared-store URL. The forms, exactly:
 //
 //	s3://BUCKET[/PREFIX][?endpoint=URL][&region=R][&use_path_style=true]
-//	file:///ABSOLUTE/DIR
+//	file:///ABSOLUTE/DIR[?mode=group|private]
 //
 // Credentials never go in the URL: S3 takes them, and its defaults, from the
 // standard AWS configuration (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
@@ -118,19 +119,45 @@ func parseFile(u *url.URL, bad func(string, ...any) (Location, error)) (Location
 	if u.Host != "" && u.Host != "localhost" {
 		return bad("file URLs name a local directory: write file:///DIR (three slashes), not file://%s/...", u.Host)
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return bad("file URLs take no query")
+	if u.Fragment != "" {
+		return bad("unexpected #%s", u.Fragment)
 	}
 	if u.Opaque != "" || !path.IsAbs(u.Path) {
 		return bad("want an absolute directory: file:///DIR")
 	}
-	return Location{Scheme: "file", Dir: path.Clean(u.Path)}, nil
+	loc := Location{Scheme: "file", Dir: path.Clean(u.Path)}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return bad("query: %v", err)
+	}
+	for key, vals := range q {
+		if key != "mode" {
+			return bad("unknown query key %q: file URLs take only mode=group or mode=private", key)
+		}
+		if len(vals) != 1 {
+			return bad("mode is given %d times", len(vals))
+		}
+		switch v := vals[0]; v {
+		case "private":
+		case "group":
+			loc.Group = true
+		default:
+			if m, err := strconv.ParseUint(v, 8, 32); err == nil && m&0o007 != 0 {
+				return bad("mode=%s would let other users of the host read stored chunks of gated files; want mode=group (directories 2770, files 0660: the directory's group shares the store) or mode=private (0700, 0600: one user; the default)", v)
+			}
+			return bad("mode=%s: want mode=group (directories 2770, files 0660) or mode=private (0700, 0600; the default)", v)
+		}
+	}
+	return loc, nil
 }
 
 // String writes the location back as a URL. It holds no credentials:
 // ParseURL refuses them.
 func (l Location) String() string {
 	if l.Scheme == "file" {
+		if l.Group {
+			return "file://" + l.Dir + "?mode=group"
+		}
 		return "file://" + l.Dir
 	}
 	s := "s3://" + l.Bucket

@@ -18,6 +18,8 @@ func TestParseURL(t *testing.T) {
 		"file:///mnt/shared":              {Scheme: "file", Dir: "/mnt/shared"},
 		"file:///mnt/shared/":             {Scheme: "file", Dir: "/mnt/shared"},
 		"file://localhost/mnt/x":          {Scheme: "file", Dir: "/mnt/x"},
+		"file:///mnt/g?mode=group":        {Scheme: "file", Dir: "/mnt/g", Group: true},
+		"file:///mnt/p?mode=private":      {Scheme: "file", Dir: "/mnt/p"},
 	}
 	for raw, want := range good {
 		got, err := ParseURL(raw)
@@ -47,7 +49,14 @@ func TestParseURL(t *testing.T) {
 		"s3://b?region=a&region=b":           "2 times",
 		"s3://b/a/../c":                      "not a clean path",
 		"file://mnt/shared":                  "three slashes",
-		"file:///mnt?x=1":                    "no query",
+		"file:///mnt?x=1":                    `unknown query key "x"`,
+		"file:///mnt?mode=0777":              "would let other users",
+		"file:///mnt?mode=0664":              "would let other users",
+		"file:///mnt?mode=0770":              "want mode=group",
+		"file:///mnt?mode=world":             "want mode=group",
+		"file:///mnt?mode=":                  "want mode=group",
+		"file:///mnt?mode=group&mode=group":  "2 times",
+		"file:///mnt?mode=group#x":           "unexpected #x",
 		"file:relative":                      "absolute",
 		"s3://b?endpoint=http://u:pw@m:9000": "credentials do not go in the endpoint",
 	}
