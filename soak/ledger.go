@@ -164,7 +164,7 @@ func (l *ledger) blobFor(path, query string) *blobFix {
 		if b := l.w.blob(q.Get("etag")); b != nil {
 			return b
 		}
-		for _, fix := range l.w.repos {
+		for _, fix := range l.w.allRepos() {
 			if tail, ok := strings.CutPrefix(rest, fix.repo.Type().Plural()+"/"+fix.repo.ID()+"/"); ok {
 				commit, pathEsc, _ := strings.Cut(tail, "/")
 				p, _ := url.PathUnescape(pathEsc)
@@ -173,7 +173,7 @@ func (l *ledger) blobFor(path, query string) *blobFix {
 		}
 		return nil
 	}
-	for _, fix := range l.w.repos {
+	for _, fix := range l.w.allRepos() {
 		rest, ok := strings.CutPrefix(path, "/"+fix.repo.String()+"/resolve/")
 		if !ok {
 			continue
@@ -390,6 +390,14 @@ func (e *excess) grantedLine() string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sentBytes is the content bytes of every answer of one blob so far,
+// complete or not.
+func (l *ledger) sentBytes(etag string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent[etag]
 }
 
 // completeBytes is the complete-answer bytes of one blob so far.

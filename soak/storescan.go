@@ -33,6 +33,7 @@ const chunkSecret = "hubproxysoak-chunk-seal-secret-0123456789abcdef"
 var (
 	chunkKeyPrefix = storePrefix + "/" + storeLayout + "/chunks/"
 	claimKeyPrefix = storePrefix + "/" + storeLayout + "/claims/"
+	storeClockKey  = storePrefix + "/" + storeLayout + "/clock"
 )
 
 // chunkRef names one stored chunk.
