@@ -49,7 +49,11 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 	all := s.procs.all
 	if s.store != nil {
 		s.slowOwner(rep)
-		s.smallDisk(rep)
+		if s.cfg.NoTmpfs {
+			rep.Phases = append(rep.Phases, "small disk: off (-no-tmpfs: no disk is small)")
+		} else {
+			s.smallDisk(rep)
+		}
 		s.coldRead(rep)
 		all = s.everyProxy()
 	}

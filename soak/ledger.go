@@ -400,6 +400,38 @@ func (l *ledger) sentBytes(etag string) int64 {
 	return l.sent[etag]
 }
 
+// chunkBytes is the bytes complete answers carried of blob etag inside the
+// chunks (of chunkSize) whose indexes are in chunks.
+func (l *ledger) chunkBytes(etag string, chunks map[int64]bool) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for blk, got := range l.cover[etag] {
+		if chunks[blk*ledgerBlock/chunkSize] {
+			n += got
+		}
+	}
+	return n
+}
+
+// answersOf describes the complete answers of one blob: how many, and the
+// first few, timed from t0.
+func (l *ledger) answersOf(etag string, t0 time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts []string
+	n := 0
+	for _, a := range l.answers {
+		if a.b.etag != etag {
+			continue
+		}
+		if n++; n <= 6 {
+			parts = append(parts, fmt.Sprintf("%v at %+.3fs", a.spans, a.at.Sub(t0).Seconds()))
+		}
+	}
+	return fmt.Sprintf("%d complete answers: %s", n, strings.Join(parts, ", "))
+}
+
 // completeBytes is the complete-answer bytes of one blob so far.
 func (l *ledger) completeBytes(etag string) int64 {
 	l.mu.Lock()

@@ -228,11 +228,11 @@ func (s *soak) newProxy(name string, crashy bool, u *upstream, disk string) (*pr
 }
 
 // everyProxy is the serving proxies, then the cold and the small-disk node
-// (with a store).
+// if they were started (with a store, after the chaos).
 func (s *soak) everyProxy() []*proxy {
 	all := append([]*proxy(nil), s.procs.all...)
 	for _, p := range []*proxy{s.cold, s.small} {
-		if p != nil {
+		if p != nil && p.started() {
 			all = append(all, p)
 		}
 	}
@@ -349,7 +349,10 @@ func (s *soak) faultTotal() int64 {
 // the work directory if the run failed.
 func (s *soak) cleanup() {
 	if s.procs != nil {
-		for _, p := range s.everyProxy() {
+		for _, p := range append(s.procs.all[:len(s.procs.all):len(s.procs.all)], s.cold, s.small) {
+			if p == nil {
+				continue
+			}
 			p.kill() // a run that ended early; a finished one stopped them
 			_ = p.sink.close()
 		}

@@ -195,6 +195,26 @@ func (s *soak) scanStore(ctx context.Context) (*storeScan, error) {
 	return sc, nil
 }
 
+// storedChunks lists the indexes of the chunk objects the store holds of
+// the file named etag (at the proxies' chunk size), right or not.
+func (s *soak) storedChunks(ctx context.Context, etag string) (map[int64]bool, error) {
+	held := map[int64]bool{}
+	p := s3.NewListObjectsV2Paginator(s.store.client, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket),
+		Prefix: aws.String(chunkKeyPrefix + etag + "/" + strconv.Itoa(chunkSize) + "/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return held, fmt.Errorf("listing the store: %w", err)
+		}
+		for _, o := range page.Contents {
+			if c, ok := parseChunkKey(aws.ToString(o.Key)); ok {
+				held[c.index] = true
+			}
+		}
+	}
+	return held, nil
+}
+
 // getObject reads one object whole.
 func (s *soak) getObject(ctx context.Context, key string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
