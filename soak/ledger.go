@@ -401,17 +401,30 @@ func (l *ledger) sentBytes(etag string) int64 {
 }
 
 // chunkBytes is the bytes complete answers carried of blob etag inside the
-// chunks (of chunkSize) whose indexes are in chunks.
-func (l *ledger) chunkBytes(etag string, chunks map[int64]bool) int64 {
+// chunks (of chunkSize) whose indexes are in chunks: those that ended while
+// off(at) said the proxy served around the store apart (around).
+func (l *ledger) chunkBytes(etag string, chunks map[int64]bool, off func(time.Time) bool) (through, around int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var n int64
-	for blk, got := range l.cover[etag] {
-		if chunks[blk*ledgerBlock/chunkSize] {
-			n += got
+	for _, a := range l.answers {
+		if a.b.etag != etag {
+			continue
+		}
+		c := coverage{}
+		for _, sp := range a.spans {
+			c.add(sp[0], sp[1])
+		}
+		for blk, n := range c {
+			switch {
+			case !chunks[blk*ledgerBlock/chunkSize]:
+			case off(a.at):
+				around += n
+			default:
+				through += n
+			}
 		}
 	}
-	return n
+	return through, around
 }
 
 // answersOf describes the complete answers of one blob: how many, and the

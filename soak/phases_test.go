@@ -88,3 +88,24 @@ func TestClusterCreditsReadsAroundASlowOwner(t *testing.T) {
 		t.Fatalf("a line on chunk 1 and a refetch of chunk 0: %d violations, want 1", s.stats.violations())
 	}
 }
+
+// The small-disk node's upstream bytes are split by the chunks the store
+// held and by whether its breaker kept it off the store.
+func TestLedgerChunkBytes(t *testing.T) {
+	f := newLedgerFix(t)
+	f.fetch(f.blob, 0, chunkSize)                       // chunk 0
+	f.fetch(f.blob, chunkSize+ledgerBlock, 2*chunkSize) // most of chunk 1
+	f.fetch(f.blob, 2*chunkSize, 2*chunkSize+100)       // a bit of chunk 2
+	held := map[int64]bool{1: true, 2: true}
+	through, around := f.l.chunkBytes(f.blob.etag, held, func(time.Time) bool { return false })
+	if through != 3*ledgerBlock+100 || around != 0 {
+		t.Errorf("through the store %d, around it %d; want %d and 0", through, around, 3*ledgerBlock+100)
+	}
+	through, around = f.l.chunkBytes(f.blob.etag, held, func(time.Time) bool { return true })
+	if through != 0 || around != 3*ledgerBlock+100 {
+		t.Errorf("all off the store: through %d, around %d", through, around)
+	}
+	if through, _ := f.l.chunkBytes(f.blob.etag, map[int64]bool{}, func(time.Time) bool { return false }); through != 0 {
+		t.Errorf("no chunk held: %d bytes", through)
+	}
+}
