@@ -34,9 +34,10 @@
 //     flipping repos and on a branch that gets new commits.
 //   - After the chaos, the shared tier under a real cluster's conditions
 //     (phases.go), each on cold files of its own that nothing else reads. A
-//     slow owner: one proxy's upstream at 60 KiB/s per connection while it
-//     owns chunks of a file that two clients of each other proxy read
-//     meanwhile; no client of a waiting node may go longer than 6 s without
+//     slow owner: one proxy's upstream at 20 KiB/s per connection (one of
+//     the soak's 256 KiB chunks in 12.8 s, past a client's 10 s read
+//     timeout) while it owns chunks of a file that two clients of each
+//     other proxy read meanwhile; no client of a waiting node may go longer than 6 s without
 //     a byte, the first included (gaps.go measures each answer's first
 //     byte and longest gap; the waiting nodes read around the owner after
 //     sharedfill's 3 s FallbackAfter, huggingface_hub gives up after 10 s).
