@@ -172,6 +172,12 @@ func (s *soak) smallDisk(rep *Report) {
 		s.fail("small-disk", fmt.Sprintf("listing the store's chunks of %s: %v", bigFile, err))
 		return
 	}
+	if ev := fetcher.sink.storeEvents(); len(held) < chunks && !ev.downDuring(r.sent, r.done) {
+		// Its disk is small too: its reads bypassed its cache, and went
+		// around the store with nothing failing.
+		s.fail("small-disk", fmt.Sprintf("%s read %s whole with the store answering throughout, and the store holds %d of its %d chunks",
+			fetcher.name, bigFile, len(held), chunks))
+	}
 	if _, err := p.start(); err != nil {
 		s.fail("small-disk", fmt.Sprintf("starting the small-disk node: %v", err))
 		return

@@ -109,3 +109,25 @@ func TestLedgerChunkBytes(t *testing.T) {
 		t.Errorf("no chunk held: %d bytes", through)
 	}
 }
+
+// Whether a proxy served around the store during a read: any stretch off
+// it that overlaps the read, an open one included.
+func TestStoreDownDuring(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	ev := newStoreEvents()
+	ev.note(logEntry{Msg: storeDownMsgs[0]}, at(10))
+	ev.note(logEntry{Msg: storeUpMsg}, at(12))
+	for _, c := range []struct {
+		a, b int
+		want bool
+	}{{0, 9, false}, {0, 10, true}, {11, 11, true}, {12, 20, true}, {13, 20, false}} {
+		if got := ev.downDuring(at(c.a), at(c.b)); got != c.want {
+			t.Errorf("[%ds, %ds]: %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	ev.note(logEntry{Msg: storeDownMsgs[1]}, at(30))
+	if !ev.downDuring(at(40), at(50)) {
+		t.Error("a stretch still open is not down")
+	}
+}

@@ -164,6 +164,17 @@ func (ev *storeEvents) offStore(t time.Time) bool {
 	return false
 }
 
+// downDuring reports whether the proxy served around the store at any time
+// in [a, b].
+func (ev *storeEvents) downDuring(a, b time.Time) bool {
+	for _, w := range ev.down {
+		if !w.start.After(b) && (w.end.IsZero() || !w.end.Before(a)) {
+			return true
+		}
+	}
+	return false
+}
+
 // offStore reports whether an answer that ended at t may have been asked
 // for during the down stretch w.
 func (w window) offStore(t time.Time) bool {
