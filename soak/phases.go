@@ -31,7 +31,9 @@ import (
 //     any proxy's disk; then a node whose disk (smallTmpfsSize) is smaller
 //     than the file reads it, whole and in ranges: its cache cannot hold
 //     it, so its reads bypass the cache, and they must come from the
-//     store, which holds the file: no byte of it from upstream.
+//     store: no upstream byte of a chunk the store held, and none at all
+//     when it held the whole file (which it must, unless a store call
+//     failed while the first proxy read it).
 const (
 	slowRepo = "soak/slow"
 	slowFile = "slow.bin"
