@@ -34,7 +34,7 @@ func (s *soak) checkCache(rep *Report, p *proxy) {
 		s.fail("corrupt", fmt.Sprintf("hubproxy cache verify on %s's cache: %v\n%s", p.name, err, out))
 		rep.CorruptBlobs += strings.Count(string(out), "CORRUPT ")
 	}
-	for _, fix := range s.w.repos {
+	for _, fix := range s.w.allRepos() {
 		s.checkRepoDir(rep, p, fix.repo)
 	}
 }

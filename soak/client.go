@@ -96,10 +96,16 @@ func (s *soak) runClient(ctx context.Context, id int) {
 
 // exec sends o to p and records the oracle's judgement.
 func (s *soak) exec(o *op, p *proxy) judgement {
+	_, j := s.execResult(o, p)
+	return j
+}
+
+// execResult is exec, with the answer as it came (its pace, gaps.go).
+func (s *soak) execResult(o *op, p *proxy) (*result, judgement) {
 	r := s.send(o, p)
 	j := s.oracle.judge(r)
 	s.record(r, j)
-	return j
+	return r, j
 }
 
 // send performs o against p and reads the answer.
@@ -123,10 +129,13 @@ func (s *soak) send(o *op, p *proxy) *result {
 	}
 	defer resp.Body.Close()
 	r.status, r.header = resp.StatusCode, resp.Header
-	r.body, r.bodyErr = io.ReadAll(io.LimitReader(resp.Body, o.limit+1))
+	g := newGapMeter(r.sent)
+	r.body, r.bodyErr = io.ReadAll(io.LimitReader(&gapReader{r: resp.Body, g: g, now: time.Now}, o.limit+1))
 	if r.bodyErr == nil && int64(len(r.body)) > o.limit {
 		r.bodyErr = errTooLong
 	}
 	r.done = time.Now()
+	r.firstByte, r.maxGap = g.firstByte, g.maxGap
+	r.stall = g.stall(r.done, r.bodyErr == nil)
 	return r
 }

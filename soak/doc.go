@@ -32,6 +32,20 @@
 //     its expand= projections), trees and paths-info, as anonymous, granted,
 //     revoked and never-approved callers, on public, gated, private and
 //     flipping repos and on a branch that gets new commits.
+//   - After the chaos, the shared tier under a real cluster's conditions
+//     (phases.go), each on cold files of its own that nothing else reads. A
+//     slow owner: one proxy's upstream at 20 KiB/s per connection (one of
+//     the soak's 256 KiB chunks in 12.8 s, past a client's 10 s read
+//     timeout) while it owns chunks of a file that two clients of each
+//     other proxy read meanwhile; no client of a waiting node may go longer than 6 s without
+//     a byte, the first included (gaps.go measures each answer's first
+//     byte and longest gap; the waiting nodes read around the owner after
+//     sharedfill's 3 s FallbackAfter, huggingface_hub gives up after 10 s).
+//     A small disk: one proxy reads a 200 MiB file whole, then a node whose
+//     tmpfs is 64 MiB reads it whole and in ranges: its cache cannot hold
+//     it, so its reads bypass the cache, and they must come from the
+//     store: no upstream byte of any chunk the store held, none at all
+//     when it held the whole file.
 //   - An attacker (attack.go): around every outage and every error storm
 //     (the hub answering 503 or 429 to everything), callers the gated repos
 //     refuse read their metadata, which the Hub lets anyone read, and then
@@ -77,8 +91,9 @@
 // content, so the same etags, which is what the store is keyed by), so
 // every upstream byte is still one proxy's, and the per-proxy bound still
 // holds; the store's events each proxy logs (a claim taken over, a wrong
-// object dropped, a file dropped after failing verification, the stretches
-// it served around the store) join the terms that explain refetches. On top,
+// object dropped, a file dropped after failing verification, a reader that
+// read its bytes of a chunk around a slow owner, the stretches it served
+// around the store) join the terms that explain refetches. On top,
 // the cluster bound (cluster.go): per block, complete answers summed over
 // every proxy's hub, once per cluster life of the blob, which local
 // evictions do not end (the store still has it): one upstream fetch per
@@ -86,8 +101,8 @@
 //
 // # The store, after the run (coldnode.go)
 //
-// A fourth proxy starts on an empty disk and reads every file the hub ever
-// had, whole, through the store: every chunk the store held with the hub's
+// A cold proxy starts on an empty disk and reads every file the hub ever
+// had (but the phases' own), whole, through the store: every chunk the store held with the hub's
 // bytes must come from the store (no upstream byte of it), chunks it held
 // wrong must be caught and repaired, never served. Once every proxy has
 // stopped, the store is scanned, read independently of hubproxy's code:

@@ -48,8 +48,14 @@ func (s *soak) quietPhase(rep *Report, stopWork func(), clients *sync.WaitGroup)
 	}
 	all := s.procs.all
 	if s.store != nil {
+		s.slowOwner(rep)
+		if s.cfg.NoTmpfs {
+			rep.Phases = append(rep.Phases, "small disk: off (-no-tmpfs: no disk is small)")
+		} else {
+			s.smallDisk(rep)
+		}
 		s.coldRead(rep)
-		all = append(all[:len(all):len(all)], s.cold)
+		all = s.everyProxy()
 	}
 	rep.After = s.quiesced(s.procs.all[0])
 	rep.Leaks = s.checkLeaks(rep.Baseline, rep.After)

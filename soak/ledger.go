@@ -164,7 +164,7 @@ func (l *ledger) blobFor(path, query string) *blobFix {
 		if b := l.w.blob(q.Get("etag")); b != nil {
 			return b
 		}
-		for _, fix := range l.w.repos {
+		for _, fix := range l.w.allRepos() {
 			if tail, ok := strings.CutPrefix(rest, fix.repo.Type().Plural()+"/"+fix.repo.ID()+"/"); ok {
 				commit, pathEsc, _ := strings.Cut(tail, "/")
 				p, _ := url.PathUnescape(pathEsc)
@@ -173,7 +173,7 @@ func (l *ledger) blobFor(path, query string) *blobFix {
 		}
 		return nil
 	}
-	for _, fix := range l.w.repos {
+	for _, fix := range l.w.allRepos() {
 		rest, ok := strings.CutPrefix(path, "/"+fix.repo.String()+"/resolve/")
 		if !ok {
 			continue
@@ -390,6 +390,59 @@ func (e *excess) grantedLine() string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sentBytes is the content bytes of every answer of one blob so far,
+// complete or not.
+func (l *ledger) sentBytes(etag string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent[etag]
+}
+
+// chunkBytes is the bytes complete answers carried of blob etag inside the
+// chunks (of chunkSize) whose indexes are in chunks: those that ended while
+// off(at) said the proxy served around the store apart (around).
+func (l *ledger) chunkBytes(etag string, chunks map[int64]bool, off func(time.Time) bool) (through, around int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.answers {
+		if a.b.etag != etag {
+			continue
+		}
+		c := coverage{}
+		for _, sp := range a.spans {
+			c.add(sp[0], sp[1])
+		}
+		for blk, n := range c {
+			switch {
+			case !chunks[blk*ledgerBlock/chunkSize]:
+			case off(a.at):
+				around += n
+			default:
+				through += n
+			}
+		}
+	}
+	return through, around
+}
+
+// answersOf describes the complete answers of one blob: how many, and the
+// first few, timed from t0.
+func (l *ledger) answersOf(etag string, t0 time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts []string
+	n := 0
+	for _, a := range l.answers {
+		if a.b.etag != etag {
+			continue
+		}
+		if n++; n <= 6 {
+			parts = append(parts, fmt.Sprintf("%v at %+.3fs", a.spans, a.at.Sub(t0).Seconds()))
+		}
+	}
+	return fmt.Sprintf("%d complete answers: %s", n, strings.Join(parts, ", "))
 }
 
 // completeBytes is the complete-answer bytes of one blob so far.

@@ -68,6 +68,10 @@ type result struct {
 	header              http.Header
 	body                []byte
 	bodyErr             error // reading the body failed: it is incomplete
+	// The body's pace (gaps.go): the wait for its first byte, the longest
+	// wait between bytes after it, and the longest the client went without
+	// a byte, a short body's wait until it ended included.
+	firstByte, maxGap, stall time.Duration
 }
 
 // oracle judges responses against the world and the hub's history.

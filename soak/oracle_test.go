@@ -19,7 +19,7 @@ type testOracle struct {
 func newTestOracle(t *testing.T) testOracle {
 	t.Helper()
 	h := hubtest.NewT(t, hubtest.Options{})
-	w, err := newWorld([]*hubtest.Hub{h}, 7)
+	w, err := newWorld([]*hubtest.Hub{h}, 7, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

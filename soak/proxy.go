@@ -184,6 +184,13 @@ func cleanEnv() []string {
 	return out
 }
 
+// started reports whether the proxy ever ran.
+func (p *proxy) started() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.incs > 0
+}
+
 // address returns where the current incarnation listens ("" while down)
 // and which incarnation that is (0 while down).
 func (p *proxy) address() (string, int) {

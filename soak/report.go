@@ -35,6 +35,7 @@ type Report struct {
 	Blobs, CorruptBlobs   int
 	Verify                []string
 	Herd                  []string
+	Phases                []string // the slow owner's and the small disk's (phases.go)
 	Breaker               []string
 	Ledger                []ledgerLine
 	StoreOn               bool
@@ -90,7 +91,7 @@ func (s *soak) collect(rep *Report) {
 		rep.Store.tampersSkipped = s.tampers.skipped
 		s.tampers.mu.Unlock()
 		rep.Store.figs = storeFigures{}
-		for _, p := range append(append([]*proxy(nil), s.procs.all...), s.cold) {
+		for _, p := range s.everyProxy() {
 			rep.Store.figs.add(p.storeFigures())
 		}
 	}
@@ -166,6 +167,9 @@ func (r *Report) markdown() string {
 	}
 	for _, h := range r.Herd {
 		row("herd", h)
+	}
+	for _, ph := range r.Phases {
+		row("shared tier", ph)
 	}
 	for _, b := range r.Breaker {
 		row("breaker bait", b)

@@ -40,6 +40,10 @@ type soak struct {
 	store   *objectStore
 	tampers *tamperLog
 	cold    *proxy
+	// small is a proxy whose disk is smaller than the largest file it is
+	// asked for, started only for the small-disk phase (phases.go); nil
+	// without a store.
+	small *proxy
 
 	kills, diskFills, outages atomic.Int64
 	storms, attacks           atomic.Int64
@@ -52,6 +56,10 @@ type soak struct {
 // free-space floor (2 MiB) and the blobs a full budget still lets in
 // flight, and small enough that the chaos can fill it in a moment.
 const tmpfsSize = "24m"
+
+// smallTmpfsSize is the small-disk node's disk: far below bigSize, so its
+// reads of that file bypass the cache.
+const smallTmpfsSize = "64m"
 
 // ErrFailed is returned when the run found a violation.
 var ErrFailed = errors.New("soak: failed")
@@ -109,7 +117,7 @@ func (s *soak) setup() error {
 			return err
 		}
 		s.store, s.tampers = st, newTamperLog(s.seed)
-		n++ // the cold node's hub: it goes through the same history
+		n += 2 // the cold and the small-disk node's hubs: they go through the same history
 	}
 	var hubs []*hubtest.Hub
 	for range n {
@@ -120,14 +128,14 @@ func (s *soak) setup() error {
 		hubs = append(hubs, h)
 		s.ups = append(s.ups, &upstream{hub: h})
 	}
-	w, err := newWorld(hubs, s.seed)
+	w, err := newWorld(hubs, s.seed, bigSize)
 	if err != nil {
 		return err
 	}
 	s.w = w
 	st := &hubState{gated: map[hub.Repo]bool{}, private: map[hub.Repo]bool{}, approved: map[hub.Repo]map[string]bool{},
 		revoked: map[string]bool{}, heads: map[hub.Repo]string{}}
-	for _, fix := range w.repos {
+	for _, fix := range w.allRepos() {
 		st.gated[fix.repo], st.private[fix.repo] = fix.gated, fix.private
 		st.approved[fix.repo] = map[string]bool{}
 		for _, t := range fix.approved {
@@ -140,16 +148,21 @@ func (s *soak) setup() error {
 	s.gen = &generator{w: w, hist: s.hist}
 	s.procs = &procSet{}
 	for i, u := range s.ups {
-		if s.store != nil && i == len(s.ups)-1 {
-			// The cold node: wired now, started after the chaos.
-			p, err := s.newProxy("cold", false, u)
+		if i > s.cfg.Crashy {
+			// The cold node and the small-disk one: wired now, started
+			// after the chaos.
+			var err error
+			if s.cold == nil {
+				s.cold, err = s.newProxy("cold", false, u, tmpfsSize)
+			} else {
+				s.small, err = s.newProxy("small", false, u, smallTmpfsSize)
+			}
 			if err != nil {
 				return err
 			}
-			s.cold = p
 			continue
 		}
-		p, err := s.newProxy(fmt.Sprintf("p%d", i), i > 0, u)
+		p, err := s.newProxy(fmt.Sprintf("p%d", i), i > 0, u, tmpfsSize)
 		if err != nil {
 			return err
 		}
@@ -162,9 +175,9 @@ func (s *soak) setup() error {
 	return nil
 }
 
-// newProxy wires a proxy: its relays, ledger, disk and log; it is not
-// started.
-func (s *soak) newProxy(name string, crashy bool, u *upstream) (*proxy, error) {
+// newProxy wires a proxy: its relays, ledger, disk (a tmpfs of disk bytes)
+// and log; it is not started.
+func (s *soak) newProxy(name string, crashy bool, u *upstream, disk string) (*proxy, error) {
 	hubAddr, cdnAddr := hostOf(u.hub.URL), hostOf(u.hub.CDNURL)
 	l := newLedger(s.w, u.hub, "", "")
 	l.shared, l.hist = s.store != nil, s.hist
@@ -191,8 +204,8 @@ func (s *soak) newProxy(name string, crashy bool, u *upstream) (*proxy, error) {
 		return nil, err
 	}
 	if !s.cfg.NoTmpfs {
-		if err := syscall.Mount("tmpfs", mount, "tmpfs", 0, "size="+tmpfsSize); err != nil {
-			return nil, fmt.Errorf("soak: mounting a %s tmpfs for %s's cache (needs root; -no-tmpfs runs without, and without the disk-fill chaos): %w", tmpfsSize, name, err)
+		if err := syscall.Mount("tmpfs", mount, "tmpfs", 0, "size="+disk); err != nil {
+			return nil, fmt.Errorf("soak: mounting a %s tmpfs for %s's cache (needs root; -no-tmpfs runs without, and without the disk-fill chaos): %w", disk, name, err)
 		}
 		s.mounts = append(s.mounts, mount)
 	}
@@ -212,6 +225,18 @@ func (s *soak) newProxy(name string, crashy bool, u *upstream) (*proxy, error) {
 			joinLines(p.sink.tail(20))))
 	}
 	return p, nil
+}
+
+// everyProxy is the serving proxies, then the cold and the small-disk node
+// if they were started (with a store, after the chaos).
+func (s *soak) everyProxy() []*proxy {
+	all := append([]*proxy(nil), s.procs.all...)
+	for _, p := range []*proxy{s.cold, s.small} {
+		if p != nil && p.started() {
+			all = append(all, p)
+		}
+	}
+	return all
 }
 
 func hostOf(u string) string { return u[len("http://"):] }
@@ -324,11 +349,10 @@ func (s *soak) faultTotal() int64 {
 // the work directory if the run failed.
 func (s *soak) cleanup() {
 	if s.procs != nil {
-		all := s.procs.all
-		if s.cold != nil {
-			all = append(all[:len(all):len(all)], s.cold)
-		}
-		for _, p := range all {
+		for _, p := range append(s.procs.all[:len(s.procs.all):len(s.procs.all)], s.cold, s.small) {
+			if p == nil {
+				continue
+			}
 			p.kill() // a run that ended early; a finished one stopped them
 			_ = p.sink.close()
 		}

@@ -23,8 +23,12 @@ type storeEvents struct {
 	// fetched upstream once more in the cluster: a claim taken over from
 	// a silent owner, a wait given up, a put that failed, a stored object
 	// found wrong or unreadable and deleted, a read that went around the
-	// store for want of room.
+	// store for want of room, a reader that fetched its bytes of a chunk
+	// itself while another node was slow to deliver it.
 	chunks map[string]int
+	// slow counts, per etag, the last of those: the readers that read
+	// around a slow owner (the slow-owner phase checks it ran).
+	slow map[string]int
 	// forgets counts, per etag, the times the proxy dropped every chunk
 	// of the file from the store after it failed verification: the
 	// cluster fetches it again from scratch.
@@ -41,7 +45,7 @@ type storeEvents struct {
 }
 
 func newStoreEvents() storeEvents {
-	return storeEvents{chunks: map[string]int{}, forgets: map[string]int{}, other: map[string]int{},
+	return storeEvents{chunks: map[string]int{}, slow: map[string]int{}, forgets: map[string]int{}, other: map[string]int{},
 		chunkSpans: map[string][][2]int64{}, chunkLoose: map[string]int{}, forgetAt: map[string][]time.Time{}}
 }
 
@@ -51,8 +55,9 @@ var (
 		"shared store failing; serving from upstream until it answers",
 		"shared store not answering at start; serving from upstream until it does",
 	}
-	storeUpMsg     = "shared store answers again; sharing chunks through it"
-	storeChunkMsgs = []string{
+	storeUpMsg        = "shared store answers again; sharing chunks through it"
+	storeSlowOwnerMsg = "shared store: another node is slow to deliver a chunk; reading around it"
+	storeChunkMsgs    = []string{
 		"shared store: a chunk's owner went silent; taking it over",
 		"shared store: skipping a long-dead claim",
 		"shared store: gave up waiting for another node's chunk; fetching it here",
@@ -61,6 +66,11 @@ var (
 		"shared store: chunk object does not match its digest; deleting it",
 		"shared store: chunk object cannot be read back; deleting it",
 		"shared store: too many chunks in flight; fetching around the store",
+		// A waiting reader past FallbackAfter fetches the rest of its
+		// range of the chunk from upstream (at most the chunk: the
+		// fallback block is larger), while the owner still fetches the
+		// whole of it: one more fetch of the chunk's blocks per line.
+		storeSlowOwnerMsg,
 	}
 	storeForgetMsgs = []string{
 		"shared store: dropped the chunks of a file that failed verification; it will be fetched anew",
@@ -74,6 +84,11 @@ var (
 		"sharing chunks with the cluster through the shared store",
 		"shared store: renewing a chunk claim failed", // a waiter taking over logs that
 		"shared store: deleting a claim",
+		// A claim whose delete failed is deleted once the store answers
+		// again (internal/sharedfill's orphans.go): the chunk it guarded
+		// was put, or its failed fetch logged an event of its own.
+		"shared store: deleting a claim failed; trying again later",
+		"shared store: deleted a claim left behind by an outage",
 	}
 )
 
@@ -93,6 +108,9 @@ func (ev *storeEvents) note(e logEntry, now time.Time) {
 		ev.closeDown(now)
 	case slices.Contains(storeChunkMsgs, e.Msg):
 		ev.chunks[etag]++
+		if e.Msg == storeSlowOwnerMsg {
+			ev.slow[etag]++
+		}
 		if a, b, ok := keyChunk(e.Key); ok {
 			ev.chunkSpans[etag] = append(ev.chunkSpans[etag], [2]int64{a, b})
 		} else {
@@ -115,7 +133,7 @@ func (ev *storeEvents) closeDown(t time.Time) {
 }
 
 func (ev *storeEvents) clone() storeEvents {
-	out := storeEvents{down: append([]window(nil), ev.down...), chunks: maps.Clone(ev.chunks),
+	out := storeEvents{down: append([]window(nil), ev.down...), chunks: maps.Clone(ev.chunks), slow: maps.Clone(ev.slow),
 		forgets: maps.Clone(ev.forgets), other: maps.Clone(ev.other), chunkLoose: maps.Clone(ev.chunkLoose),
 		chunkSpans: map[string][][2]int64{}, forgetAt: map[string][]time.Time{}}
 	for k, v := range ev.chunkSpans {
@@ -140,6 +158,17 @@ const storeGrace = 10 * time.Second
 func (ev *storeEvents) offStore(t time.Time) bool {
 	for _, w := range ev.down {
 		if w.offStore(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// downDuring reports whether the proxy served around the store at any time
+// in [a, b].
+func (ev *storeEvents) downDuring(a, b time.Time) bool {
+	for _, w := range ev.down {
+		if !w.start.After(b) && (w.end.IsZero() || !w.end.Before(a)) {
 			return true
 		}
 	}

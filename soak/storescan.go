@@ -33,6 +33,7 @@ const chunkSecret = "hubproxysoak-chunk-seal-secret-0123456789abcdef"
 var (
 	chunkKeyPrefix = storePrefix + "/" + storeLayout + "/chunks/"
 	claimKeyPrefix = storePrefix + "/" + storeLayout + "/claims/"
+	storeClockKey  = storePrefix + "/" + storeLayout + "/clock"
 )
 
 // chunkRef names one stored chunk.
@@ -192,6 +193,26 @@ func (s *soak) scanStore(ctx context.Context) (*storeScan, error) {
 	sort.Strings(sc.wrong)
 	sort.Strings(sc.unreadable)
 	return sc, nil
+}
+
+// storedChunks lists the indexes of the chunk objects the store holds of
+// the file named etag (at the proxies' chunk size), right or not.
+func (s *soak) storedChunks(ctx context.Context, etag string) (map[int64]bool, error) {
+	held := map[int64]bool{}
+	p := s3.NewListObjectsV2Paginator(s.store.client, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket),
+		Prefix: aws.String(chunkKeyPrefix + etag + "/" + strconv.Itoa(chunkSize) + "/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return held, fmt.Errorf("listing the store: %w", err)
+		}
+		for _, o := range page.Contents {
+			if c, ok := parseChunkKey(aws.ToString(o.Key)); ok {
+				held[c.index] = true
+			}
+		}
+	}
+	return held, nil
 }
 
 // getObject reads one object whole.

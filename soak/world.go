@@ -83,13 +83,19 @@ type repoFix struct {
 	flips          bool // the chaos changes its access
 	moving         bool // the chaos commits to its main branch
 	tensors        bool // holds safetensors the tensor API can read
+	// phase: only a phase of its own reads it (phases.go), so that its
+	// files are cold when that phase begins and its bytes are that
+	// phase's alone: the workload, the attacker, the sweep and the cold
+	// node leave it alone.
+	phase bool
 }
 
 // world is the fixture: every repo, commit and blob the hub has served, so
 // the oracle can name the right bytes for any answer.
 type world struct {
 	mu      sync.RWMutex
-	repos   []*repoFix
+	repos   []*repoFix // the workload's
+	phased  []*repoFix // the phases' own (repoFix.phase)
 	byRepo  map[hub.Repo]*repoFix
 	commits map[string]*commitFix
 	first   map[hub.Repo]string   // each repo's first commit
@@ -113,8 +119,9 @@ func regFile(p string, data []byte) hubtest.File {
 }
 
 // newWorld creates the repos on every hub, which must agree on every
-// commit id (their histories are the same).
-func newWorld(hubs []*hubtest.Hub, seed uint64) (*world, error) {
+// commit id (their histories are the same). bigSize is the size of the
+// small-disk phase's file (bigSize for a run; tests make it small).
+func newWorld(hubs []*hubtest.Hub, seed uint64, bigSize int) (*world, error) {
 	h := hubs[0]
 	w := &world{
 		byRepo: map[hub.Repo]*repoFix{}, commits: map[string]*commitFix{}, first: map[hub.Repo]string{}, order: map[hub.Repo][]string{},
@@ -143,6 +150,10 @@ func newWorld(hubs []*hubtest.Hub, seed uint64) (*world, error) {
 		{repoFix{repo: hub.MustRepo(hub.Model, "soak/moving"), moving: true, tensors: true}, w.movingFiles(0)},
 		{repoFix{repo: hub.MustRepo(hub.Dataset, "soak/corpus"), gated: true, approved: append(restricted, tokBob)},
 			[]hubtest.File{lfsFile("train.bin", rnd(4, 1536<<10)), regFile("README.md", rnd(5, 2<<10))}},
+		// The phases' (phases.go): a file of a few chunks for the slow
+		// owner, and one far larger than the small-disk node's disk.
+		{repoFix{repo: hub.MustRepo(hub.Model, slowRepo), phase: true}, []hubtest.File{lfsFile(slowFile, rnd(6, slowSize))}},
+		{repoFix{repo: hub.MustRepo(hub.Model, bigRepo), phase: true}, []hubtest.File{lfsFile(bigFile, rnd(7, bigSize))}},
 	}
 	for _, s := range specs {
 		fix := s.fix
@@ -154,15 +165,24 @@ func newWorld(hubs []*hubtest.Hub, seed uint64) (*world, error) {
 				return nil, fmt.Errorf("soak: hubs disagree on %s's first commit: %s and %s", fix.repo, id, got)
 			}
 		}
+		w.byRepo[fix.repo] = &fix
 		if err := w.addCommit(h, fix.repo, id, s.files); err != nil {
 			return nil, err
 		}
-		w.repos = append(w.repos, &fix)
-		w.byRepo[fix.repo] = &fix
+		if fix.phase {
+			w.phased = append(w.phased, &fix)
+		} else {
+			w.repos = append(w.repos, &fix)
+		}
 		w.first[fix.repo] = id
 	}
 	w.corruptKey = "soak/llm/blob.bin"
 	return w, nil
+}
+
+// allRepos is every repo, the phases' included.
+func (w *world) allRepos() []*repoFix {
+	return append(append([]*repoFix(nil), w.repos...), w.phased...)
 }
 
 // nextMovingFiles is the file set of the moving repo's next commit.
@@ -243,7 +263,9 @@ func (w *world) addCommit(h *hubtest.Hub, repo hub.Repo, id string, files []hubt
 		} else {
 			w.blobs[b.etag] = b
 			w.keys[b.key] = append(w.keys[b.key], b)
-			w.maxSize = max(w.maxSize, b.size())
+			if fix := w.byRepo[repo]; fix == nil || !fix.phase {
+				w.maxSize = max(w.maxSize, b.size()) // the workload's largest answer
+			}
 		}
 		c.files[f.Path] = b
 		c.paths = append(c.paths, f.Path)
