@@ -71,7 +71,9 @@ type listParams struct {
 }
 
 func parseListParams(q url.Values) (listParams, error) {
-	bad := func(msg string) (listParams, error) { return listParams{}, &Error{Code: "InvalidArgument", Message: msg} }
+	bad := func(msg string) (listParams, error) {
+		return listParams{}, &Error{Code: "InvalidArgument", Message: msg}
+	}
 	p := listParams{v2: q.Get("list-type") == "2", prefix: q.Get("prefix"), delimiter: q.Get("delimiter"), max: maxKeys}
 	if lt := q.Get("list-type"); lt != "" && lt != "2" {
 		return bad("list-type must be 2, or absent for ListObjects")

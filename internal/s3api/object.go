@@ -251,4 +251,3 @@ func etagListed(header, etag string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
