@@ -17,6 +17,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/apptest"
+	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
 )
 
@@ -235,4 +236,53 @@ func TestS3Revisions(t *testing.T) {
 	if len(first.Contents)+len(rest) != len(modelFiles()) {
 		t.Errorf("listing across a moved branch: %d + %q", len(first.Contents), rest)
 	}
+}
+
+// ListBuckets names the two buckets; HeadBucket and GetBucketLocation
+// answer for them and NoSuchBucket for any other.
+func TestS3Buckets(t *testing.T) {
+	e := newEnv(t, nil)
+	c := client(e, "")
+	out, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range out.Buckets {
+		names = append(names, aws.ToString(b.Name))
+	}
+	if !slices.Equal(names, []string{"datasets", "models"}) {
+		t.Errorf("buckets %q", names)
+	}
+	for _, b := range []string{"models", "datasets"} {
+		if _, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Errorf("HeadBucket %s: %v", b, err)
+		}
+		loc, err := c.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: aws.String(b)})
+		if err != nil || loc.LocationConstraint != "" {
+			t.Errorf("GetBucketLocation %s: %v %q", b, err, loc.LocationConstraint)
+		}
+	}
+	// The datasets bucket serves dataset repos, not the model of that name.
+	parquet := hubtest.RandomBytes(9, 5000)
+	e.Hub.AddRepo(hubtest.RepoSpec{Type: hub.Dataset, ID: "org/model", Files: []hubtest.File{{Path: "train/part-0.parquet", Data: parquet}}})
+	objs, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("datasets"), Prefix: aws.String("org/model/")})
+	if err != nil || len(objs.Contents) != 1 || aws.ToString(objs.Contents[0].Key) != "org/model/train/part-0.parquet" {
+		t.Fatalf("datasets listing: %v %+v", err, objs)
+	}
+	get, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("datasets"), Key: objs.Contents[0].Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(get.Body)
+	get.Body.Close()
+	if !bytes.Equal(body, parquet) {
+		t.Errorf("datasets object: %d bytes", len(body))
+	}
+	_, err = c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("spaces")})
+	if _, status := s3Code(t, err); status != http.StatusNotFound {
+		t.Errorf("HeadBucket spaces: %v", err)
+	}
+	_, err = c.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: aws.String("spaces")})
+	wantCode(t, "GetBucketLocation spaces", err, "NoSuchBucket", http.StatusNotFound)
 }
