@@ -95,3 +95,33 @@ func TestS3Boto3(t *testing.T) {
 		t.Errorf("upstream sent %d bytes of %s (%d bytes), read whole, ranged and by download_file: want each byte once", got, big, size)
 	}
 }
+
+// s3-listen is off by default and set alike by flag, variable and file;
+// an address net.Listen would refuse stops the start, naming the key.
+func TestS3ListenConfig(t *testing.T) {
+	l, err := loadWith(t, "", nil)
+	if err != nil || l.cfg.S3Listen != "" {
+		t.Fatalf("default s3-listen %q, %v", l.cfg.S3Listen, err)
+	}
+	for name, c := range map[string]struct {
+		file string
+		env  map[string]string
+		args []string
+	}{
+		"flag":     {args: []string{"--s3-listen", "127.0.0.1:9000"}},
+		"variable": {env: map[string]string{"HUBPROXY_S3_LISTEN": "127.0.0.1:9000"}},
+		"file":     {file: "s3-listen: 127.0.0.1:9000\n"},
+	} {
+		l, err := loadWith(t, c.file, c.env, c.args...)
+		if err != nil || l.cfg.S3Listen != "127.0.0.1:9000" {
+			t.Errorf("%s: s3-listen %q, %v", name, l.cfg.S3Listen, err)
+		}
+	}
+	l, err = loadWith(t, "", nil, "--s3-listen", "9000")
+	if err == nil {
+		err = checkServe(l.cfg)
+	}
+	if err == nil || !strings.Contains(err.Error(), `s3-listen "9000"`) {
+		t.Errorf("s3-listen 9000: %v", err)
+	}
+}
