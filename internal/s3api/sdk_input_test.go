@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -195,7 +197,8 @@ func TestS3Admission(t *testing.T) {
 // percent-encoded; a listing at a revision lists keys spelled as its
 // prefix is, pinned to the commit it resolved to.
 func TestS3Revisions(t *testing.T) {
-	e := newEnv(t, nil)
+	var skew atomic.Int64 // how far the proxy's clock is ahead
+	e := newEnv(t, func(c *app.Config) { c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) } })
 	fi, _ := e.Hub.Stat(modelRepo, "main", "config.json")
 	e.Hub.SetRef(modelRepo, "refs/pr/1", fi.Commit)
 	c := client(e, "")
@@ -222,6 +225,10 @@ func TestS3Revisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Hub.Commit(modelRepo, "main", []hubtest.File{{Path: "a/a.txt", Data: []byte("new")}})
+	skew.Store(int64(2 * time.Minute)) // past revision-ttl: main is asked again, and is the new commit
+	if objs, _, _ := listAll(t, c, "org/model/", "", 1000); len(objs) != 1 {
+		t.Fatalf("a fresh listing of the moved branch has %d objects; want the new commit's 1", len(objs))
+	}
 	var rest []string
 	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String("models"), Prefix: aws.String("org/model/"), MaxKeys: aws.Int32(2), ContinuationToken: first.NextContinuationToken})
 	for p.HasMorePages() {
