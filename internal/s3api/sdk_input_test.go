@@ -21,6 +21,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/apptest"
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
 // cacheFiles lists every file under the cache directory.
@@ -292,4 +293,64 @@ func TestS3Buckets(t *testing.T) {
 	}
 	_, err = c.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: aws.String("spaces")})
 	wantCode(t, "GetBucketLocation spaces", err, "NoSuchBucket", http.StatusNotFound)
+}
+
+// The Hub's outage is ServiceUnavailable (503, which SDKs retry) for
+// reads, HEADs and listings alike, and the S3 API serves again once the
+// Hub is back.
+func TestS3UpstreamOutage(t *testing.T) {
+	e := newEnv(t, func(c *app.Config) { c.UpstreamCooldown = time.Millisecond })
+	c := client(e, "")
+	e.Hub.SetFaults(hubtest.Faults{Status5xx: hubtest.Fault{N: 1 << 20}})
+	_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: aws.String("org/model/config.json")})
+	wantCode(t, "GetObject", err, "ServiceUnavailable", http.StatusServiceUnavailable)
+	_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("models"), Key: aws.String("org/model/z.txt")})
+	if _, status := s3Code(t, err); status != http.StatusServiceUnavailable {
+		t.Errorf("HeadObject: %v", err)
+	}
+	_, err = c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("models"), Prefix: aws.String("org/model/")})
+	wantCode(t, "ListObjectsV2", err, "ServiceUnavailable", http.StatusServiceUnavailable)
+	e.Hub.SetFaults(hubtest.Faults{})
+	testutil.Eventually(t, 10*time.Second, "the S3 API serving again", func() bool {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: aws.String("org/model/config.json")})
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(out.Body)
+		out.Body.Close()
+		return bytes.Equal(body, fileData(t, "config.json"))
+	})
+}
+
+// Content that does not match its hash never reaches the client as a
+// complete object: the transfer fails, and the next read, the Hub sending
+// good bytes again, is correct.
+func TestS3CorruptUpstream(t *testing.T) {
+	e := newEnv(t, nil)
+	c := client(e, "")
+	path := "weights/model-00001-of-00002.safetensors"
+	e.Hub.SetFaults(hubtest.Faults{CorruptBytes: hubtest.Fault{N: 1 << 20}, CorruptPath: path})
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: aws.String("org/model/" + path)})
+	if err == nil {
+		body, rerr := io.ReadAll(out.Body)
+		out.Body.Close()
+		if rerr == nil && bytes.Equal(body, fileData(t, path)) {
+			t.Fatal("corrupt upstream bytes were served as the object, yet match it: the fault did not fire")
+		}
+		if rerr == nil {
+			t.Fatalf("a corrupt object was served whole (%d bytes) without an error", len(body))
+		}
+	} else if code, _ := s3Code(t, err); code != "InternalError" {
+		t.Errorf("corrupt upstream: %v; want InternalError or a failed transfer", err)
+	}
+	e.Hub.SetFaults(hubtest.Faults{})
+	out, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: aws.String("org/model/" + path)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(out.Body)
+	out.Body.Close()
+	if err != nil || !bytes.Equal(body, fileData(t, path)) {
+		t.Errorf("after the fault: %d bytes, %v", len(body), err)
+	}
 }
