@@ -34,7 +34,7 @@ func statusFor(code string) int {
 		return http.StatusNotFound
 	case "InvalidArgument", "InvalidRequest", "AuthorizationHeaderMalformed":
 		return http.StatusBadRequest
-	case "InvalidRange":
+	case "InvalidRange", "InvalidPartNumber":
 		return http.StatusRequestedRangeNotSatisfiable
 	case "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId":
 		return http.StatusForbidden

@@ -36,7 +36,7 @@ func (h *Handler) serveObject(w http.ResponseWriter, req *request, bucket, key s
 		if err != nil {
 			return err
 		}
-		start, end, partial, err := byteRange(r.Header.Get("Range"), m.Size)
+		start, end, partial, err := objectRange(req, m.Size)
 		if err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (h *Handler) serveObject(w http.ResponseWriter, req *request, bucket, key s
 	}
 	defer f.Close()
 	m := f.Meta
-	start, end, partial, err := byteRange(r.Header.Get("Range"), m.Size)
+	start, end, partial, err := objectRange(req, m.Size)
 	if err != nil {
 		return err
 	}
@@ -164,6 +164,27 @@ func status(partial bool) int {
 		return http.StatusPartialContent
 	}
 	return http.StatusOK
+}
+
+// objectRange is the part of an object of size bytes a request asks for:
+// its Range, or its partNumber. Every object here is one part (none was
+// uploaded in parts), so part 1 is the whole object, answered 206 as S3
+// answers it for such an object; SDK transfer managers that download by
+// part ask for it first.
+func objectRange(req *request, size int64) (start, end int64, partial bool, err error) {
+	rng := req.r.Header.Get("Range")
+	if !req.query.Has("partNumber") {
+		return byteRange(rng, size)
+	}
+	switch {
+	case rng != "":
+		return 0, 0, false, &Error{Code: "InvalidRequest", Message: "Range and partNumber cannot be used together"}
+	case req.query.Get("partNumber") != "1":
+		return 0, 0, false, &Error{Code: "InvalidPartNumber", Message: "the object has one part: partNumber must be 1"}
+	case size == 0:
+		return 0, 0, false, nil
+	}
+	return 0, size, true, nil
 }
 
 // byteRange reads a Range header as S3 does: one "bytes=" range (first-

@@ -333,3 +333,30 @@ func TestS3GatedRepo(t *testing.T) {
 		t.Errorf("presigned GET with a denied token: %d", resp.StatusCode)
 	}
 }
+
+// partNumber 1 is the whole object (each is one part), answered 206 as S3
+// answers it; other parts and partNumber with Range are refused.
+func TestS3PartNumber(t *testing.T) {
+	e := newEnv(t, nil)
+	c := client(e, "")
+	path := "weights/model-00001-of-00002.safetensors"
+	data := fileData(t, path)
+	key := aws.String("org/model/" + path)
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: key, PartNumber: aws.Int32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if !bytes.Equal(body, data) || aws.ToString(out.ContentRange) != fmt.Sprintf("bytes 0-%d/%d", len(data)-1, len(data)) {
+		t.Errorf("part 1: %d bytes, Content-Range %q", len(body), aws.ToString(out.ContentRange))
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("models"), Key: key, PartNumber: aws.Int32(1)})
+	if err != nil || aws.ToInt64(head.ContentLength) != int64(len(data)) {
+		t.Errorf("HEAD part 1: %v, %d", err, aws.ToInt64(head.ContentLength))
+	}
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: key, PartNumber: aws.Int32(2)})
+	wantCode(t, "part 2", err, "InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable)
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: key, PartNumber: aws.Int32(1), Range: aws.String("bytes=0-1")})
+	wantCode(t, "part and range", err, "InvalidRequest", http.StatusBadRequest)
+}

@@ -90,7 +90,7 @@ func New(opts Options) *Handler {
 // served, whatever the method, rather than be mistaken for a listing or a
 // read of the object.
 var writeSubresources = []string{
-	"acl", "policy", "policyStatus", "tagging", "uploads", "uploadId", "partNumber", "versions", "versionId",
+	"acl", "policy", "policyStatus", "tagging", "uploads", "uploadId", "versions", "versionId",
 	"versioning", "lifecycle", "cors", "website", "logging", "notification", "replication", "encryption",
 	"object-lock", "retention", "legal-hold", "torrent", "attributes", "restore", "select", "delete",
 	"requestPayment", "accelerate", "analytics", "inventory", "metrics", "intelligent-tiering",
