@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +94,16 @@ func TestS3Boto3(t *testing.T) {
 	big := "org/model/weights/model-00002-of-00002.safetensors"
 	if got, size := h.Counters().BytesByPath[big], int64(6<<20); got != size {
 		t.Errorf("upstream sent %d bytes of %s (%d bytes), read whole, ranged and by download_file: want each byte once", got, big, size)
+	}
+	// SIGTERM drains the S3 listener with the hub API's and exits 0.
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no exit within 2 minutes of SIGTERM:\n%s", p.log())
+	}
+	if err := p.Err(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, p.log())
 	}
 }
 
