@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
@@ -77,9 +78,8 @@ func (h *Handler) objectHeaders(w http.ResponseWriter, req *request, ref hub.Fil
 	hd := w.Header()
 	etag := `"` + m.ETag + `"`
 	hd.Set("ETag", etag)
-	var modified time.Time
-	if at, err := h.revisionOf(req.r.Context(), req.caller, ref.Repo, m.Commit); err == nil {
-		modified = lastModified(at.date)
+	modified, err := h.commitDate(req, ref.Repo, m.Commit)
+	if err == nil {
 		hd.Set("Last-Modified", modified.Format(http.TimeFormat))
 	} else {
 		// Without the commit's date, no Last-Modified at all rather than
@@ -107,6 +107,50 @@ func (h *Handler) objectHeaders(w http.ResponseWriter, req *request, ref hub.Fil
 		hd.Set("Content-Range", "bytes "+itoa(start)+"-"+itoa(end-1)+"/"+itoa(m.Size))
 	}
 	return false
+}
+
+// commitDate is an object's LastModified: its commit's date, from the
+// repo's info at that commit as the listing has it. A commit's date never
+// changes, and it is asked for only once the caller has been let read the
+// object, so it is kept for every caller: the ranged GETs of one shard
+// then cost no API lookup each.
+func (h *Handler) commitDate(req *request, repo hub.Repo, commit string) (time.Time, error) {
+	key := repo.String() + "@" + commit
+	if t, ok := h.dates.get(key); ok {
+		return t, nil
+	}
+	at, err := h.revisionOf(req.r.Context(), req.caller, repo, commit)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t := lastModified(at.date)
+	h.dates.put(key, t)
+	return t, nil
+}
+
+// commitDates holds commit dates, a bounded number: past maxDates it starts
+// over, which costs one lookup per commit again, never a wrong date.
+type commitDates struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+const maxDates = 4096
+
+func (d *commitDates) get(key string) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.m[key]
+	return t, ok
+}
+
+func (d *commitDates) put(key string, t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil || len(d.m) >= maxDates {
+		d.m = make(map[string]time.Time)
+	}
+	d.m[key] = t
 }
 
 // sendBody writes [start, end) of f: a verified blob by sendfile, else

@@ -66,8 +66,9 @@ type Options struct {
 // Handler serves the read-only, path-style S3 API: buckets "models" and
 // "datasets", keys "{org}/{name}[@rev]/{path}". Immutable after New.
 type Handler struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	dates commitDates
 }
 
 // New returns the S3 API's handler.
