@@ -7,7 +7,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/hub"
 )
 
-// TokenAuth is the Authenticator used when no other is configured. An
+// TokenAuth is the CallerAuth used when no other is configured. An
 // unsigned request is the anonymous caller. A SigV4 request (the
 // Authorization header, or a presigned URL's X-Amz-Credential) whose access
 // key id is a Hub token ("hf_…") is the caller holding that token: it goes
@@ -17,14 +17,14 @@ import (
 // credential.
 type TokenAuth struct{}
 
-// Caller implements Authenticator.
+// Caller implements CallerAuth.
 func (TokenAuth) Caller(r *http.Request) (hub.Caller, error) {
 	akid, signed, err := accessKeyID(r)
 	if err != nil || !signed {
 		return hub.Caller{}, err
 	}
 	if !strings.HasPrefix(akid, "hf_") || strings.ContainsAny(akid, " \t\r\n") {
-		return hub.Caller{}, &AuthError{Code: "InvalidAccessKeyId",
+		return hub.Caller{}, &CallerError{Code: "InvalidAccessKeyId",
 			Reason: "the access key id is not a Hugging Face token (hf_…); send the token as the access key id, or no credentials"}
 	}
 	return hub.NewCaller("Bearer " + akid), nil
@@ -36,7 +36,7 @@ func (TokenAuth) Caller(r *http.Request) (hub.Caller, error) {
 // query.
 func accessKeyID(r *http.Request) (akid string, signed bool, err error) {
 	malformed := func(reason string) (string, bool, error) {
-		return "", true, &AuthError{Code: "AuthorizationHeaderMalformed", Reason: reason}
+		return "", true, &CallerError{Code: "AuthorizationHeaderMalformed", Reason: reason}
 	}
 	cred := ""
 	if h := r.Header.Get("Authorization"); h != "" {

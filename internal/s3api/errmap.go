@@ -12,15 +12,15 @@ import (
 	"github.com/hubproxy/hubproxy/internal/resolver"
 )
 
-// AuthError is a request whose credentials cannot name a caller: a
+// CallerError is a request whose credentials cannot name a caller: a
 // malformed Authorization, an access key that is not a Hub token. Its
 // message is safe to show.
-type AuthError struct {
+type CallerError struct {
 	Code   string // "AuthorizationHeaderMalformed", "InvalidAccessKeyId", "SignatureDoesNotMatch"
 	Reason string
 }
 
-func (e *AuthError) Error() string { return e.Code + ": " + e.Reason }
+func (e *CallerError) Error() string { return e.Code + ": " + e.Reason }
 
 // admissionError is a caller or repo this hubproxy's admission rules
 // (client-tokens-file, allow-repos, deny-repos) refuse.
@@ -37,7 +37,7 @@ func toS3(err error) *Error {
 	var (
 		e   *Error
 		ke  *KeyError
-		ae  *AuthError
+		ae  *CallerError
 		adm *admissionError
 		ie  *hub.InvalidError
 		se  *fetch.StatusError

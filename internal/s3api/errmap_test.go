@@ -45,7 +45,7 @@ func TestToS3(t *testing.T) {
 		{cache.ErrUncacheable, "InternalError"},
 		{&fetch.ProtocolError{URL: "u", Reason: "r"}, "InternalError"},
 		{fetch.ErrLoop, "InternalError"},
-		{&AuthError{Code: "InvalidAccessKeyId", Reason: "r"}, "InvalidAccessKeyId"},
+		{&CallerError{Code: "InvalidAccessKeyId", Reason: "r"}, "InvalidAccessKeyId"},
 		{&Error{Code: "InvalidRange", Message: "m"}, "InvalidRange"},
 		{errors.New("open /var/cache/hubproxy/secret: permission denied"), "InternalError"},
 	} {

@@ -41,9 +41,12 @@ type Admission interface {
 	Repo(repo hub.Repo) error
 }
 
-// Authenticator names the caller of an S3 request. Its errors are
-// *AuthError, or others that answer as AccessDenied.
-type Authenticator interface {
+// CallerAuth names the caller of an S3 request: TokenAuth, or a verifier
+// of real signatures. A refusal is a *CallerError (or an *Error), which
+// toS3 answers with its code; anything else is an InternalError. It is
+// named apart from any Authenticator type, so an implementation may live
+// in this package.
+type CallerAuth interface {
 	Caller(r *http.Request) (hub.Caller, error)
 }
 
@@ -56,7 +59,7 @@ type Options struct {
 	Admission Admission
 	// Auth names callers; nil is TokenAuth, which takes a Hub token from
 	// the access key id and checks no signature.
-	Auth Authenticator
+	Auth CallerAuth
 	// Region is what GetBucketLocation and HeadBucket report; "" is
 	// us-east-1, the region SDKs sign for when told none.
 	Region string
