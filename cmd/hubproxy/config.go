@@ -65,6 +65,7 @@ var secretKeys = map[string]bool{"upstream-token": true, "shared-store-secret": 
 // full story.
 var keyHelp = map[string]string{
 	"listen":                    "address to serve the hub API on",
+	"s3-listen":                 "address to serve the read-only S3 API on (buckets models and datasets), e.g. :9000; empty: off",
 	"upstream":                  "hub to proxy (https://huggingface.co, another hubproxy, or dir:PATH)",
 	"upstream-token":            "the proxy's own hub token, used only for callers that send none (prefer the variable to the flag: flags show in ps)",
 	"redirect-hosts":            "hosts (and their subdomains) bytes may be fetched from besides the upstream, e.g. hf.co,huggingface.co; empty: any, always without credentials",
@@ -303,8 +304,13 @@ func checkServe(cfg app.Config) error {
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat))
 	}
-	if err := checkListen(cfg.Listen); err != nil {
+	if err := checkListen("listen", cfg.Listen); err != nil {
 		errs = append(errs, err)
+	}
+	if cfg.S3Listen != "" {
+		if err := checkListen("s3-listen", cfg.S3Listen); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if cfg.AdminListen != "" {
 		if _, err := parseAdminListen(cfg.AdminListen); err != nil {
@@ -316,16 +322,16 @@ func checkServe(cfg app.Config) error {
 
 // checkListen refuses a listen address net.Listen would refuse, with what to
 // write instead: "28095" is a port without its colon.
-func checkListen(addr string) error {
+func checkListen(key, addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		if _, aerr := strconv.Atoi(addr); aerr == nil {
-			return fmt.Errorf("listen %q: want host:port or :port; for port %s on every interface write %q", addr, addr, ":"+addr)
+			return fmt.Errorf("%s %q: want host:port or :port; for port %s on every interface write %q", key, addr, addr, ":"+addr)
 		}
-		return fmt.Errorf("listen %q: want host:port or :port, e.g. :8080 or 127.0.0.1:8080", addr)
+		return fmt.Errorf("%s %q: want host:port or :port, e.g. :8080 or 127.0.0.1:8080", key, addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("listen %q: port %q is not a number from 0 to 65535", addr, port)
+		return fmt.Errorf("%s %q: port %q is not a number from 0 to 65535", key, addr, port)
 	}
 	return nil
 }
@@ -575,7 +581,7 @@ func logConfig(log *slog.Logger, l loaded) {
 	}
 	log.Info("configuration (hubproxy config shows every key and its source; log-level debug logs them)",
 		"upstream", secret.URL(c.Upstream), "listen", c.Listen, "cache_dir", c.CacheDir, "cache_max_bytes", maxBytes,
-		"shared_store", store, "offline", c.Offline, "admin_listen", c.AdminListen)
+		"shared_store", store, "offline", c.Offline, "admin_listen", c.AdminListen, "s3_listen", c.S3Listen)
 	for _, a := range l.logAttrs() {
 		attr := a.(slog.Attr)
 		log.Debug("config", "key", attr.Key, "value", attr.Value.String(), "source", l.sources[attr.Key].String())

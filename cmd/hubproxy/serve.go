@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -89,7 +91,15 @@ func serve(ctx context.Context, l loaded) error {
 	}
 	var inflight atomic.Int64 // requests being served, for the shutdown log
 	srv := newMainServer(cfg, h.Main, &inflight)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	stopS3, err := serveS3(cfg, h.S3, &inflight, errc, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// Drained beside the hub API (stopS3 starts its shutdown; the second
+	// call waits for it), before the cache closes.
+	defer stopS3()
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("hubproxy serving", "addr", ln.Addr().String(), "upstream", secret.URL(cfg.Upstream), "cache_dir", cfg.CacheDir, "offline", cfg.Offline,
 		"max_connections", cfg.MaxConnections, "request_read_timeout", cfg.RequestReadTimeout.String())
@@ -101,10 +111,50 @@ func serve(ctx context.Context, l loaded) error {
 		// process gets a new one. Finish what is in flight, then exit
 		// non-zero so the supervisor restarts hubproxy.
 		log.Error("shutting down for a restart", "err", err)
+		go stopS3()
 		return errors.Join(err, drain(srv, &inflight, cfg.ShutdownTimeout, log))
 	case <-ctx.Done():
 	}
+	go stopS3()
 	return drain(srv, &inflight, cfg.ShutdownTimeout, log)
+}
+
+// serveS3 serves the S3 API on s3-listen, when it is set, with the hub
+// API's server settings; a Serve error goes to errc. stop shuts it down,
+// letting requests in flight finish for up to shutdown-timeout, and
+// returns once it is down; it may be called more than once.
+func serveS3(cfg app.Config, h http.Handler, inflight *atomic.Int64, errc chan<- error, log *slog.Logger) (stop func(), err error) {
+	if cfg.S3Listen == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", cfg.S3Listen)
+	if err != nil {
+		return nil, fmt.Errorf("s3-listen %s: %w", cfg.S3Listen, err)
+	}
+	srv := newMainServer(cfg, h, inflight)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("s3-listen: %w", err)
+		}
+	}()
+	log.Info("S3 API serving", "addr", ln.Addr().String())
+	var once sync.Once
+	done := make(chan struct{})
+	return func() {
+		once.Do(func() {
+			timeout := cfg.ShutdownTimeout
+			if timeout <= 0 {
+				timeout = app.Defaults().ShutdownTimeout
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if srv.Shutdown(sctx) != nil {
+				srv.Close() // the drain time is over: cut what still runs
+			}
+			close(done)
+		})
+		<-done
+	}, nil
 }
 
 // drain stops accepting connections and lets requests in flight finish for

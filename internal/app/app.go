@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	apispec "github.com/hubproxy/hubproxy/api"
 	"github.com/hubproxy/hubproxy/internal/admin"
 	"github.com/hubproxy/hubproxy/internal/cache"
@@ -35,6 +37,7 @@ import (
 	"github.com/hubproxy/hubproxy/internal/gpu"
 	"github.com/hubproxy/hubproxy/internal/metrics"
 	"github.com/hubproxy/hubproxy/internal/resolver"
+	"github.com/hubproxy/hubproxy/internal/s3api"
 	"github.com/hubproxy/hubproxy/internal/server"
 	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore"
@@ -44,7 +47,11 @@ import (
 // Config is everything hubproxy serve needs. Zero values mean the defaults
 // documented in configs/hubproxy.yaml (applied by Defaults).
 type Config struct {
-	Listen        string   `mapstructure:"listen"`
+	Listen string `mapstructure:"listen"`
+	// S3Listen, when set, is the address of the read-only S3 API
+	// (internal/s3api) over the same cache, core and admission; off by
+	// default.
+	S3Listen      string   `mapstructure:"s3-listen"`
 	Upstream      string   `mapstructure:"upstream"`
 	UpstreamToken string   `mapstructure:"upstream-token"`
 	RedirectHosts []string `mapstructure:"redirect-hosts"`
@@ -226,6 +233,10 @@ func (c Config) Validate() error {
 type Handlers struct {
 	Main  http.Handler
 	Admin http.Handler
+	// S3 is the read-only S3 API over the same core (serve listens for it
+	// on s3-listen), with the hub routes' request ids, access log lines
+	// and metrics.
+	S3 http.Handler
 	// Close releases the cache and any GPU memory.
 	Close func() error
 	// Metrics is the registry /metrics serves, for what the caller adds
@@ -428,7 +439,15 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Pprof:     cfg.Pprof,
 		Logger:    log.With("component", "admin"),
 	})
-	return &Handlers{Main: srv, Admin: adm, Close: cleanup.run, Metrics: reg, Fatal: fatal.c}, nil
+	s3 := chi.NewMux()
+	srv.Plumbing(s3)
+	s3.Handle("/*", s3api.New(s3api.Options{
+		Files:     files,
+		API:       api,
+		Admission: admission,
+		Logger:    log.With("component", "s3"),
+	}))
+	return &Handlers{Main: srv, Admin: adm, S3: s3, Close: cleanup.run, Metrics: reg, Fatal: fatal.c}, nil
 }
 
 // newInstance names this process in the Via header of its upstream
@@ -477,6 +496,9 @@ var (
 	_ repoapi.Store              = (*cache.Store)(nil)
 	_ repoapi.Upstream           = (*fetch.Client)(nil)
 	_ server.API                 = (*repoapi.Service)(nil)
+	_ s3api.Files                = (*repofs.FS)(nil)
+	_ s3api.API                  = (*repoapi.Service)(nil)
+	_ s3api.Admission            = (*server.Admission)(nil)
 	_ tensor.Files[*repofs.File] = (*repofs.FS)(nil)
 	_ tensor.RangeReader         = (*repofs.File)(nil) // sparse reads (column shards) bypass block fills
 )

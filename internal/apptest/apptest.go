@@ -25,6 +25,7 @@ type Env struct {
 	Hub   *hubtest.Hub
 	Proxy *httptest.Server // the public listener of the running proxy
 	Admin http.Handler     // the admin API of the running proxy
+	S3    *httptest.Server // the S3 API listener of the running proxy (s3-listen)
 	Dir   string           // the cache directory, kept across restarts
 	Cfg   app.Config       // what Start builds from
 
@@ -56,9 +57,10 @@ func (e *Env) Start() {
 		e.T.Fatal(err)
 	}
 	proxy := httptest.NewServer(h.Main)
-	e.Proxy, e.Admin = proxy, h.Admin
+	s3 := httptest.NewServer(h.S3)
+	e.Proxy, e.Admin, e.S3 = proxy, h.Admin, s3
 	var once sync.Once
-	e.stop = func() { once.Do(func() { proxy.Close(); h.Close() }) }
+	e.stop = func() { once.Do(func() { proxy.Close(); s3.Close(); h.Close() }) }
 	e.T.Cleanup(e.stop)
 }
 

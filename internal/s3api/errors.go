@@ -2,7 +2,6 @@ package s3api
 
 import (
 	"encoding/xml"
-	"errors"
 	"net/http"
 )
 
@@ -16,36 +15,65 @@ type errorBody struct {
 	RequestID string   `xml:"RequestId"`
 }
 
+// Error is an S3 error answer decided by this package: an unsatisfiable
+// range, a write, a bad query parameter. Message is safe to show.
+type Error struct {
+	Code    string
+	Message string
+	// ContentRange is Content-Range on the answer: "bytes */size" on an
+	// InvalidRange, as S3 sends it.
+	ContentRange string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
 // statusFor is the HTTP status S3 answers each error code with.
 func statusFor(code string) int {
 	switch code {
 	case "NoSuchBucket", "NoSuchKey":
 		return http.StatusNotFound
-	case "InvalidArgument":
+	case "InvalidArgument", "InvalidRequest", "AuthorizationHeaderMalformed":
 		return http.StatusBadRequest
-	case "InvalidRange":
+	case "InvalidRange", "InvalidPartNumber":
 		return http.StatusRequestedRangeNotSatisfiable
 	case "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId":
 		return http.StatusForbidden
+	case "PreconditionFailed":
+		return http.StatusPreconditionFailed
+	case "MethodNotAllowed":
+		return http.StatusMethodNotAllowed
 	case "NotImplemented":
 		return http.StatusNotImplemented
+	case "SlowDown", "ServiceUnavailable":
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
 
-// WriteError answers err as an S3 XML error. A *KeyError keeps its code;
-// anything else is an InternalError whose detail stays in the server's log,
-// not in the client's answer.
-func WriteError(w http.ResponseWriter, err error, resource, requestID string) {
-	body := errorBody{Code: "InternalError", Message: "internal error", Resource: resource, RequestID: requestID}
-	var ke *KeyError
-	if errors.As(err, &ke) {
-		body.Code, body.Message = ke.Code, ke.Error()
-	}
+// WriteError answers err as an S3 XML error, mapped by toS3 (errmap.go). An
+// error it does not recognise is an InternalError whose detail stays in the
+// server's log, not in the client's answer. A HEAD answer has no body, as
+// S3's has none.
+func WriteError(w http.ResponseWriter, r *http.Request, err error, resource, requestID string) {
+	e := toS3(err)
+	body := errorBody{Code: e.Code, Message: e.Message, Resource: resource, RequestID: requestID}
 	status := statusFor(body.Code)
-	out, _ := xml.Marshal(body) // a struct of strings always marshals
-	w.Header().Set("Content-Type", "application/xml")
-	w.Header().Set("x-amz-request-id", requestID)
+	h := w.Header()
+	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges"} {
+		h.Del(k)
+	}
+	h.Set("Content-Type", "application/xml")
+	h.Set("x-amz-request-id", requestID)
+	if e.ContentRange != "" {
+		h.Set("Content-Range", e.ContentRange)
+	}
+	if e.Code == "MethodNotAllowed" {
+		h.Set("Allow", "GET, HEAD")
+	}
 	w.WriteHeader(status)
+	if r != nil && r.Method == http.MethodHead {
+		return
+	}
+	out, _ := xml.Marshal(body) // a struct of strings always marshals
 	_, _ = w.Write(append([]byte(xml.Header), out...))
 }

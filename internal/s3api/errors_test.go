@@ -26,7 +26,7 @@ func TestWriteError(t *testing.T) {
 	}
 	for _, c := range cases {
 		rec := httptest.NewRecorder()
-		WriteError(rec, c.err, "/models/org/m/x", "req-1")
+		WriteError(rec, httptest.NewRequest(http.MethodGet, "/models/org/m/x", nil), c.err, "/models/org/m/x", "req-1")
 		if rec.Code != c.status {
 			t.Errorf("%v: status %d, want %d", c.err, rec.Code, c.status)
 		}

@@ -72,11 +72,20 @@ func (e *repoRefusedError) Error() string {
 }
 
 // caller checks the request's token, if tokens are required.
-func (a *Admission) caller(r *http.Request) error {
+func (a *Admission) caller(r *http.Request) error { return a.auth(r.Header.Get("Authorization")) }
+
+// Caller checks a caller that another front door (the S3 API) named from
+// credentials of its own, as the hub routes check their Authorization
+// header: nil, or the 401 error of a caller without an accepted token. A
+// nil Admission admits every caller.
+func (a *Admission) Caller(c hub.Caller) error { return a.auth(c.Auth()) }
+
+// auth checks an Authorization value against the accepted tokens.
+func (a *Admission) auth(authorization string) error {
 	if a == nil || a.tokens == nil {
 		return nil
 	}
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	scheme, tok, ok := strings.Cut(authorization, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !a.tokens[sha256.Sum256([]byte(strings.TrimSpace(tok)))] {
 		return errNotAdmitted
 	}

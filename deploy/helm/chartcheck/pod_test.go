@@ -144,9 +144,18 @@ func checkHubproxyPod(t *testing.T, objs []object, w workload, cfg map[string]an
 		t.Errorf("hubproxy: seccompProfile = %+v, want RuntimeDefault", seccomp)
 	}
 
+	// The hub API's port, and the S3 API's when s3-listen is set.
 	port := listenPort(t, cfg)
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != port {
-		t.Errorf("hubproxy ports = %+v, want http:%d", c.Ports, port)
+	want := []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+	if s3, _ := cfg["s3-listen"].(string); s3 != "" {
+		n, err := strconv.ParseInt(s3[strings.LastIndex(s3, ":")+1:], 10, 32)
+		if err != nil {
+			t.Fatalf("config s3-listen %q has no port", s3)
+		}
+		want = append(want, corev1.ContainerPort{Name: "s3", ContainerPort: int32(n), Protocol: corev1.ProtocolTCP})
+	}
+	if !reflect.DeepEqual(c.Ports, want) {
+		t.Errorf("hubproxy ports = %+v, want %+v", c.Ports, want)
 	}
 	for _, p := range []struct {
 		name  string

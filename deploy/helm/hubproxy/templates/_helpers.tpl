@@ -53,6 +53,18 @@ app.kubernetes.io/part-of: hubproxy
 {{- $port }}
 {{- end }}
 
+{{/* The S3 API's port: the part of config.s3-listen after the last colon; "" when it is off. */}}
+{{- define "hubproxy.s3Port" -}}
+{{- $listen := toString (index .Values.config "s3-listen" | default "") }}
+{{- if $listen }}
+{{- $port := regexFind "[0-9]+$" $listen }}
+{{- if not $port }}
+{{- fail (printf "config.s3-listen %q must end in :<port>" $listen) }}
+{{- end }}
+{{- $port }}
+{{- end }}
+{{- end }}
+
 {{/*
 The directory of the admin Unix socket, or "" when admin-listen is a loopback
 address or empty. Anything reachable on the pod IP is refused: the admin API
@@ -239,6 +251,11 @@ CMD, so they start with the subcommand.
     - name: http
       containerPort: {{ include "hubproxy.port" $root }}
       protocol: TCP
+    {{- with include "hubproxy.s3Port" $root }}
+    - name: s3
+      containerPort: {{ . }}
+      protocol: TCP
+    {{- end }}
   env:
     {{- /* The image sets HUBPROXY_CACHE_DIR, and the environment wins over the
     config file: pin it to the value the cache volume is mounted at. */}}
