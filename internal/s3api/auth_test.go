@@ -484,7 +484,7 @@ func TestQueryOrderAndSpelling(t *testing.T) {
 	srv := authServer(t, newTestAuth(t, signTime))
 	req := newRequest(t, srv.URL, "/models", "prefix=with%20space%2Bplus&b=2&a=2&a=1&empty=")
 	signHeader(t, req, testKey, testSecret, unsignedPayload, signTime)
-	req.URL.RawQuery = "empty&a=1&b=%32&prefix=with+space%2bplus&a=2"
+	req.URL.RawQuery = "empty&a=2&b=%32&prefix=with+space%2bplus&a=1"
 	if code, body := send(t, req); code != 200 || body != "caller:Bearer "+testToken {
 		t.Fatalf("reordered query: %d %q", code, body)
 	}
