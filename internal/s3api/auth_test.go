@@ -265,9 +265,13 @@ func TestTamperedHeaderRequestRejected(t *testing.T) {
 			}
 			r.Header.Set("Authorization", h[:len(h)-1]+string(flip))
 		},
-		"signed header":   func(r *http.Request) { r.Header.Set("Range", "bytes=0-99") },
-		"path":            func(r *http.Request) { r.URL.RawPath, r.URL.Path = "/models/org/m/with%20space/b.bin", "/models/org/m/with space/b.bin" },
-		"path encoding":   func(r *http.Request) { r.URL.RawPath, r.URL.Path = "/models/org/m/with%2520space/a.bin", "/models/org/m/with%20space/a.bin" },
+		"signed header": func(r *http.Request) { r.Header.Set("Range", "bytes=0-99") },
+		"path": func(r *http.Request) {
+			r.URL.RawPath, r.URL.Path = "/models/org/m/with%20space/b.bin", "/models/org/m/with space/b.bin"
+		},
+		"path encoding": func(r *http.Request) {
+			r.URL.RawPath, r.URL.Path = "/models/org/m/with%2520space/a.bin", "/models/org/m/with%20space/a.bin"
+		},
 		"query value":     func(r *http.Request) { r.URL.RawQuery = "list-type=2&prefix=b" },
 		"query added":     func(r *http.Request) { r.URL.RawQuery += "&max-keys=1" },
 		"method":          func(r *http.Request) { r.Method = http.MethodDelete },
@@ -311,11 +315,13 @@ func TestTamperedPresignedRequestRejected(t *testing.T) {
 		tamper func(r *http.Request)
 		code   string
 	}{
-		"expires":   {func(r *http.Request) { setQuery(r, "X-Amz-Expires", "7200") }, "SignatureDoesNotMatch"},
-		"date":      {func(r *http.Request) { setQuery(r, "X-Amz-Date", signTime.Add(-time.Second).Format(amzDateLayout)) }, "SignatureDoesNotMatch"},
-		"param":     {func(r *http.Request) { setQuery(r, "x-id", "HeadObject") }, "SignatureDoesNotMatch"},
-		"added":     {func(r *http.Request) { setQuery(r, "response-content-type", "text/html") }, "SignatureDoesNotMatch"},
-		"path":      {func(r *http.Request) { r.URL.RawPath, r.URL.Path = "/models/org/m%40main/%C3%A8.bin", "/models/org/m@main/è.bin" }, "SignatureDoesNotMatch"},
+		"expires": {func(r *http.Request) { setQuery(r, "X-Amz-Expires", "7200") }, "SignatureDoesNotMatch"},
+		"date":    {func(r *http.Request) { setQuery(r, "X-Amz-Date", signTime.Add(-time.Second).Format(amzDateLayout)) }, "SignatureDoesNotMatch"},
+		"param":   {func(r *http.Request) { setQuery(r, "x-id", "HeadObject") }, "SignatureDoesNotMatch"},
+		"added":   {func(r *http.Request) { setQuery(r, "response-content-type", "text/html") }, "SignatureDoesNotMatch"},
+		"path": {func(r *http.Request) {
+			r.URL.RawPath, r.URL.Path = "/models/org/m%40main/%C3%A8.bin", "/models/org/m@main/è.bin"
+		}, "SignatureDoesNotMatch"},
 		"signature": {func(r *http.Request) { setQuery(r, "X-Amz-Signature", strings.Repeat("0", 64)) }, "SignatureDoesNotMatch"},
 		"payload":   {func(r *http.Request) { setQuery(r, "X-Amz-Content-Sha256", emptySHA256) }, "SignatureDoesNotMatch"},
 		"no signature": {func(r *http.Request) {

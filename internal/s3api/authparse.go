@@ -279,7 +279,9 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-func isAlnum(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
 
 func allDigits(s string) bool {
 	for _, c := range []byte(s) {
