@@ -86,7 +86,7 @@ def _uint(v):
 
 
 def _tensor(name, v):
-    if isinstance(v, list) and len(v) == 3:  # serde's sequence form of a struct
+    if isinstance(v, list) and not isinstance(v, _Pairs) and len(v) == 3:  # serde's sequence form of a struct
         v = _Pairs([("dtype", v[0]), ("shape", v[1]), ("data_offsets", v[2])])
     if not isinstance(v, _Pairs):
         raise _bad("InvalidHeaderDeserialization", "a tensor entry must be an object", name)

@@ -50,12 +50,16 @@ class Client:
         self.token = token_of(token)
         self.retries, self.timeout, self.backoff = retries, timeout, backoff
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns = set()  # every thread's, so close() ends them all
 
     def _conn(self):
         c = getattr(self._local, "conn", None)
         if c is None:
             cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
             c = self._local.conn = cls(self._netloc, timeout=self.timeout)
+            with self._lock:
+                self._conns.add(c)
         return c
 
     def _drop(self):
@@ -63,9 +67,16 @@ class Client:
         if c is not None:
             c.close()
             self._local.conn = None
+            with self._lock:
+                self._conns.discard(c)
 
     def close(self):
-        self._drop()
+        """Closes every connection this client opened, in any thread."""
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for c in conns:
+            c.close()
+        self._local = threading.local()
 
     def url(self, path):
         return f"{self._scheme}://{self._netloc}{self._base}{path}"

@@ -86,11 +86,15 @@ class SafeOpen:
         self.buf = None  # the mmap, when the cache holds the file
         self.commit = self.revision if _cache.is_commit(self.revision) else None
         self.source = None
-        cd = _cache.cache_dir_of(cache_dir)
-        if cd is not None:
-            self._open_cached(cd)
-        if self.buf is None:
-            self._open_http()
+        try:
+            cd = _cache.cache_dir_of(cache_dir)
+            if cd is not None:
+                self._open_cached(cd)
+            if self.buf is None:
+                self._open_http()
+        except BaseException:
+            self.client.close()
+            raise
 
     # ---- opening --------------------------------------------------------------
 
@@ -113,8 +117,11 @@ class SafeOpen:
         buf = _cache.map_file(path) if path else None
         if buf is None:
             return
-        self.header = _header.parse(buf[:_header.PREFIX + min(_header.header_len(buf[:8]), max(len(buf) - 8, 0))], len(buf)) \
-            if len(buf) >= 8 else _header.parse(bytes(buf), len(buf))
+        if len(buf) < _header.PREFIX:
+            self.header = _header.parse(bytes(buf), len(buf))  # HeaderTooSmall
+        else:
+            end = min(_header.PREFIX + _header.header_len(buf[:_header.PREFIX]), len(buf))
+            self.header = _header.parse(buf[:end], len(buf))
         self.buf, self.source = buf, "cache"
 
     def _open_http(self):
@@ -251,6 +258,10 @@ class Slice:
         shape = list(t.shape)
         if not isinstance(key, tuple):
             key = (key,)
+        if not shape:
+            if any(k is not Ellipsis for k in key):
+                raise IndexError(f"{t.name!r} is 0-d: only [...] or [()] index it")
+            return f.get_tensor(t.name)
         if any(k is Ellipsis for k in key):
             i = key.index(Ellipsis)
             key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
@@ -274,16 +285,18 @@ class Slice:
                 raise TypeError(f"cannot index {t.name!r} with {k!r}")
         out_shape = [b - a for a, b in bounds]
         final = [n for n, k in zip(out_shape, keep) if k]
-        if f.buf is not None or any(n == 0 for n in out_shape) or not shape:
-            raw = _slice_bytes(f._raw(t), t, bounds) if f.buf is not None else torch.empty(0, dtype=torch.uint8)
-            if not shape and f.buf is None:
-                return f.get_tensor(t.name)
-            x = _dtypes.typed(raw, t.dtype, out_shape, t.name, f.unsupported)
+        dt, _ = _dtypes.torch_shape(t.dtype, out_shape, t.name, f.unsupported)  # refuses before any fetch
+        if f.buf is not None:
+            x = _dtypes.typed(_slice_bytes(f._raw(t), t, bounds), t.dtype, out_shape, t.name, f.unsupported)
+        elif 0 in out_shape:
+            x = _dtypes.typed(torch.empty(0, dtype=torch.uint8), t.dtype, out_shape, t.name, f.unsupported)
         else:
             spec = ",".join(f"{a}:{b}" for a, b in bounds)
             data, got = f._fetch_part(t, slice=spec)
             x = _dtypes.from_bytes(data, 0, len(data), t.dtype, got, t.name, f.unsupported)
-        if x.dtype != torch.uint8 or _dtypes.torch_dtype(t.dtype) == torch.uint8:
+        if dt is not None:  # typed: drop the dimensions an integer index took
+            if t.dtype == "F4" and keep[-1]:
+                final[-1] //= 2
             x = x.reshape(final)
         return f._to(x)
 
