@@ -78,6 +78,12 @@ class Client:
             c.close()
         self._local = threading.local()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def url(self, path):
         return f"{self._scheme}://{self._netloc}{self._base}{path}"
 
