@@ -13,10 +13,11 @@ from ._errors import (AccessError, BadRequestError, EntryNotFoundError, GatedRep
                       InvalidSafetensorsError, NotFoundError, ProtocolError, RangeNotSatisfiableError,
                       RateLimitedError, RepoNotAllowedError, RepositoryNotFoundError, RevisionNotFoundError,
                       TokenRequiredError, UnavailableError, UnsupportedDTypeError, UpstreamError)
+from ._gpu import leases
 from ._loader import load_file, safe_open
 
 __all__ = [
-    "load_file", "safe_open", "HubproxyError", "AccessError", "BadRequestError", "EntryNotFoundError",
+    "load_file", "safe_open", "leases", "HubproxyError", "AccessError", "BadRequestError", "EntryNotFoundError",
     "GatedRepoError", "GPUDeviceFailedError", "GPUDriverError", "GPUUnavailableError", "InternalServerError",
     "InvalidSafetensorsError", "NotFoundError", "ProtocolError", "RangeNotSatisfiableError", "RateLimitedError",
     "RepoNotAllowedError", "RepositoryNotFoundError", "RevisionNotFoundError", "TokenRequiredError",

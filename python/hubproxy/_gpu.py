@@ -314,3 +314,17 @@ def tensors_of(lease, wrap, make_typed):
         raw = wrap(lease.base + int(t["offset"]), n, lease) if n else None
         out[t["name"]] = make_typed(raw, t["dtype"], t["shape"], t["name"])
     return out
+
+
+def leases(path=None, token=None, timeout=30.0):
+    """The caller's leases as hubproxy lists them (GET /gpu/leases on the
+    admin socket): how a consumer checks its tensors' lease ended."""
+    path = path or admin_socket()
+    if not path:
+        raise GPUDriverError("no admin socket: set HUBPROXY_ADMIN_SOCKET")
+    _s, _h, body, fds, _sock = request(path, "GET", "/gpu/leases", token=token, timeout=timeout)
+    _close_fds(fds)
+    try:
+        return json.loads(body)["leases"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ProtocolError(f"GET /gpu/leases: not a lease list: {e}") from None
