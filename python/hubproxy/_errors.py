@@ -133,7 +133,7 @@ _BY_CODE = {
     "BadRequest": BadRequestError,
 }
 
-_BY_STATUS = {400: BadRequestError, 401: AccessError, 403: AccessError, 404: EntryNotFoundError,
+_BY_STATUS = {400: BadRequestError, 405: BadRequestError, 413: BadRequestError, 401: AccessError, 403: AccessError, 404: EntryNotFoundError,
               416: RangeNotSatisfiableError, 429: RateLimitedError, 503: UnavailableError,
               502: UpstreamError, 504: UpstreamError, 508: UpstreamError}
 
@@ -157,6 +157,8 @@ def from_response(status, headers, body, url=None):
     if cls is RangeNotSatisfiableError and status != 416:
         cls = None
     if cls is None:
-        cls = _BY_STATUS.get(status) or (UpstreamError if 500 < status < 600 else InternalServerError)
+        # Any other 4xx is the Hub's own, relayed: the base class, with its code and message.
+        cls = _BY_STATUS.get(status) or (HubproxyError if 400 <= status < 500 else
+                                         UpstreamError if 500 < status < 600 else InternalServerError)
     rid = get("X-Request-Id") or get("x-request-id")
     return cls(message, status=status, code=code, url=url, request_id=rid)

@@ -92,6 +92,9 @@ class HTTP(unittest.TestCase):
             ((416, None), hubproxy.RangeNotSatisfiableError), ((503, "Unverifiable"), hubproxy.UnavailableError),
             ((503, "GPUUnavailable"), hubproxy.GPUUnavailableError), ((504, "Offline"), hubproxy.UpstreamError),
             ((500, "InternalError"), hubproxy.InternalServerError), ((508, "LoopDetected"), hubproxy.UpstreamError),
+            ((500, "GPUDriver"), hubproxy.GPUDriverError), ((405, "MethodNotAllowed"), hubproxy.BadRequestError),
+            ((413, "BadRequest"), hubproxy.BadRequestError), ((410, None), hubproxy.HubproxyError),
+            ((502, "UpstreamHashMismatch"), hubproxy.UpstreamError),
         ]
         for (status, code), cls in table:
             f, c = self.serve(err(status, code, f"msg {status} {code}"))
