@@ -24,8 +24,8 @@ import (
 // stats endpoint below, which requests reached hubproxy and how many bytes
 // the hub served for them.
 
-// proxyRecord is one request to hubproxy, as the Python tests see it.
-type proxyRecord struct {
+// loaderRecord is one request to hubproxy, as the Python tests see it.
+type loaderRecord struct {
 	Method string `json:"method"`
 	Path   string `json:"path"`
 	Query  string `json:"query"`
@@ -34,27 +34,27 @@ type proxyRecord struct {
 	Bytes  int64  `json:"bytes"`
 }
 
-// countingProxy wraps hubproxy's handler and logs every request to it.
-type countingProxy struct {
+// loaderProxy wraps hubproxy's handler and logs every request to it.
+type loaderProxy struct {
 	next http.Handler
 	mu   sync.Mutex
-	log  []proxyRecord
+	log  []loaderRecord
 }
 
-type countingWriter struct {
+type loaderWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
 }
 
-func (w *countingWriter) WriteHeader(code int) {
+func (w *loaderWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *countingWriter) Write(p []byte) (int, error) {
+func (w *loaderWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -63,19 +63,19 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *loaderWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (c *countingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	cw := &countingWriter{ResponseWriter: w}
+func (c *loaderProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cw := &loaderWriter{ResponseWriter: w}
 	c.next.ServeHTTP(cw, r)
 	c.mu.Lock()
-	c.log = append(c.log, proxyRecord{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Range"), cw.status, cw.n})
+	c.log = append(c.log, loaderRecord{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Range"), cw.status, cw.n})
 	c.mu.Unlock()
 }
 
 // statsHandler serves GET /stats (hubproxy's requests, and the hub's body
 // bytes by file) and POST /reset, for the Python tests' byte counts.
-func statsHandler(h *hubtest.Hub, c *countingProxy) http.Handler {
+func loaderStats(h *hubtest.Hub, c *loaderProxy) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
 		h.ResetCounters()
@@ -85,7 +85,7 @@ func statsHandler(h *hubtest.Hub, c *countingProxy) http.Handler {
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
-		log := append([]proxyRecord{}, c.log...)
+		log := append([]loaderRecord{}, c.log...)
 		c.mu.Unlock()
 		json.NewEncoder(w).Encode(map[string]any{"proxy": log, "upstream_bytes": h.Counters().BytesByPath})
 	})
@@ -138,9 +138,9 @@ func loaderRepos(t *testing.T, h *hubtest.Hub) {
 	partial[1] = hubtest.Tensor{Name: "embed.weight", DType: "F32", Shape: []int64{512, 1024}}
 	// Hostile: b overlaps a.
 	overlap := []byte(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`)
-	bad := append(le64(uint64(len(overlap))), overlap...)
+	bad := append(loaderLE64(uint64(len(overlap))), overlap...)
 	bad = append(bad, make([]byte, 12)...)
-	huge := append(le64(1<<40), []byte(`{"a":1}`)...)
+	huge := append(loaderLE64(1<<40), []byte(`{"a":1}`)...)
 
 	// For tensor-parallel shards: every tensor has a dimension 0.
 	shardable := []hubtest.Tensor{plain[1], plain[3], plain[4], plain[11], {Name: "odd", DType: "I32", Shape: []int64{10, 3}}}
@@ -167,7 +167,7 @@ func loaderRepos(t *testing.T, h *hubtest.Hub) {
 	h.ApproveToken(gated, "hf_approved")
 }
 
-func le64(v uint64) []byte {
+func loaderLE64(v uint64) []byte {
 	b := make([]byte, 8)
 	for i := range b {
 		b[i] = byte(v >> (8 * i))
@@ -182,10 +182,10 @@ func TestPythonLoader(t *testing.T) {
 	}
 	e := newEnv(t, hubtest.Options{}, nil)
 	loaderRepos(t, e.Hub)
-	counting := &countingProxy{next: e.Proxy.Config.Handler}
+	counting := &loaderProxy{next: e.Proxy.Config.Handler}
 	front := httptest.NewServer(counting)
 	t.Cleanup(front.Close)
-	stats := httptest.NewServer(statsHandler(e.Hub, counting))
+	stats := httptest.NewServer(loaderStats(e.Hub, counting))
 	t.Cleanup(stats.Close)
 
 	// model.safetensors is cached whole (for the mmap tests); partial's
@@ -196,7 +196,7 @@ func TestPythonLoader(t *testing.T) {
 	if resp, body := e.Do(http.MethodGet, "/models/org/model/tensors?file=partial.safetensors"); resp.StatusCode != 200 {
 		t.Fatalf("listing partial.safetensors: %d %s", resp.StatusCode, body)
 	}
-	waitFor(t, func() bool {
+	loaderWaitFor(t, func() bool {
 		_, err := os.Stat(filepath.Join(e.Dir, "models--org--model", "snapshots"))
 		return err == nil
 	})
@@ -233,7 +233,7 @@ func TestPythonLoader(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool) {
+func loaderWaitFor(t *testing.T, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if ok() {
