@@ -27,7 +27,8 @@ import urllib.request
 
 import torch
 
-import hubproxy
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import hubproxy  # noqa: E402  (this checkout's python/, unless PYTHONPATH has another)
 
 
 def http_range(url, start, end):

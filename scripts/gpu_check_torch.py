@@ -24,8 +24,10 @@ import time
 import torch
 from safetensors.torch import load_file, save_file
 
-import hubproxy  # python/ on PYTHONPATH, as scripts/gpu-check.sh sets it
-
+# hubproxy's loader, from this checkout's python/ (gpu-check.sh also puts it on
+# PYTHONPATH, but only after "make" has run).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import hubproxy  # noqa: E402
 
 
 def parse_size(s):
