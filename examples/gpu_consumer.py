@@ -27,7 +27,7 @@ import urllib.request
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import hubproxy  # noqa: E402  (this checkout's python/, unless PYTHONPATH has another)
 
 

@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 
 # hubproxy's loader, from this checkout's python/ (gpu-check.sh also puts it on
 # PYTHONPATH, but only after "make" has run).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import hubproxy  # noqa: E402
 
 
