@@ -3,16 +3,17 @@
 
   make --out FILE --size 2GiB   write a synthetic model with every common dtype
   time --repo R --file FILE --json OUT
-        time hubproxy staging (cold cache, then warm) against
-        safetensors.torch.load_file(FILE, device="cuda:0"), and compare every
-        staged tensor's bytes with load_file's on the GPU
+        time hubproxy.load_file(R, basename(FILE), device="cuda:0") (cold
+        cache, then warm) against safetensors.torch.load_file(FILE,
+        device="cuda:0"), compare every tensor's dtype, shape and bytes on the
+        GPU, and check each load was one lease, gone once its tensors were freed
 
-hubproxy must serve FILE as R (a dir: upstream) with its admin API on
-HUBPROXY_ADMIN_SOCKET; the staging goes through examples/gpu_consumer.py's
-functions, the file descriptor handover included.
+hubproxy must serve FILE as R (a dir: upstream) at HF_ENDPOINT with its admin
+API on HUBPROXY_ADMIN_SOCKET, so that load_file stages through it (the file
+descriptor handover included).
 """
 import argparse
-import importlib.util
+import gc
 import json
 import os
 import re
@@ -23,7 +24,10 @@ import time
 import torch
 from safetensors.torch import load_file, save_file
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# hubproxy's loader, from this checkout's python/ (gpu-check.sh also puts it on
+# PYTHONPATH, but only after "make" has run).
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import hubproxy  # noqa: E402
 
 
 def parse_size(s):
@@ -55,83 +59,71 @@ def make(args):
     print(f"wrote {args.out}: {len(tensors)} tensors, {used} bytes")
 
 
-def load_consumer():
-    spec = importlib.util.spec_from_file_location("gpu_consumer", os.path.join(ROOT, "examples", "gpu_consumer.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def wait_no_leases(timeout=10.0):
+    """Waits until hubproxy lists no lease of ours: the tensors are freed."""
+    deadline = time.monotonic() + timeout
+    while hubproxy.leases():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
-def stage_once(gc, repo, uuid, ordinal):
-    """Stages every tensor, imports the memory and wraps each tensor: the
-    time until the weights are usable tensors on the GPU."""
-    start = time.perf_counter()
-    lease, fds, sock = gc.stage({"repo": repo, "names": [], "prefix": "layers.", "device": uuid, "handover": "auto", "hold": True})
-    if lease["handover"] == "fd":
-        mem = gc.VMMImport(fds[0], lease["bytes"], ordinal)
-        os.close(fds[0])
-    else:
-        mem = gc.IPCImport(lease["ipc_handle"])
-    out = {}
-    for t in lease["tensors"]:
-        raw = gc.raw_tensor(mem.base + t["offset"], t["bytes"], ordinal)
-        out[t["name"]] = raw
-    torch.cuda.synchronize()
-    return time.perf_counter() - start, lease, out, mem, sock
+def as_bytes(t):
+    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 def time_it(args):
-    gc = load_consumer()
-    ordinal = 0
-    torch.cuda.set_device(ordinal)
+    torch.cuda.set_device(0)
     torch.zeros(1, device="cuda:0")
-    gc.check(gc.cu.cuInit(0))
-    uuid = gc.device_uuid(ordinal)
+    filename = os.path.basename(args.file)
 
     # load_file, with the file in the page cache (as hubproxy's warm cache is).
     with open(args.file, "rb") as f:
         while f.read(64 << 20):
             pass
     times, ref = [], None
-    for _ in range(args.runs):
+    for run in range(args.runs):
         start = time.perf_counter()
         ref = load_file(args.file, device="cuda:0")
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-        if _ != args.runs - 1:
+        if run != args.runs - 1:
             del ref
             torch.cuda.empty_cache()
     load_s = statistics.median(times)
     nbytes = sum(t.numel() * t.element_size() for t in ref.values())
 
-    hub, wrong = [], 0
+    hub, wrong, staged_leases, leftover = [], 0, [], 0
     for run in range(args.runs + 1):  # the first is cold: hubproxy's cache is empty
-        secs, lease, staged, mem, sock = stage_once(gc, args.repo, uuid, ordinal)
-        hub.append(secs)
-        if run == 0:
-            for name in sorted(set(ref) - set(staged)):
-                wrong += 1
-                print(f"NOT STAGED: {name}")
-            for name, raw in staged.items():
-                want = ref[name].contiguous().view(torch.uint8).flatten()
-                if raw.numel() != want.numel() or not torch.equal(raw, want):
-                    wrong += 1
-                    print(f"WRONG BYTES: {name}")
-        staged.clear()
+        start = time.perf_counter()
+        got = hubproxy.load_file(args.repo, filename, device="cuda:0")
         torch.cuda.synchronize()
-        if lease["handover"] == "fd":
-            sock.close()
-            mem.close()
-        else:
-            mem.close()
-            sock.close()
+        hub.append(time.perf_counter() - start)
+        staged_leases.append(len(hubproxy.leases()))  # 1: staged by hubproxy, not loaded and copied
+        if run == 0:
+            for name in sorted(set(ref) ^ set(got)):
+                wrong += 1
+                print(f"MISSING OR EXTRA: {name}")
+            for name in sorted(set(ref) & set(got)):
+                a, b = got[name], ref[name]
+                if a.dtype != b.dtype or a.shape != b.shape or not a.is_cuda or not torch.equal(as_bytes(a), as_bytes(b)):
+                    wrong += 1
+                    print(f"WRONG: {name} {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}")
+        del got
+        gc.collect()
+        torch.cuda.synchronize()
+        if not wait_no_leases():
+            leftover += 1
+            print(f"LEASE LEFT: run {run}: hubproxy still lists a lease after its tensors were freed")
     result = {"bytes": nbytes, "load_file_s": load_s, "load_file_runs": times,
               "hubproxy_cold_s": hub[0], "hubproxy_warm_s": statistics.median(hub[1:]), "hubproxy_runs": hub,
+              "leases_while_loaded": staged_leases, "runs_with_a_lease_left": leftover,
               "tensors": len(ref), "wrong_tensors": wrong}
     print(json.dumps(result, indent=2))
     with open(args.json, "w") as f:
         json.dump(result, f)
-    sys.exit(1 if wrong else 0)
+    sys.exit(1 if wrong or leftover or any(n != 1 for n in staged_leases) else 0)
 
 
 def main():
