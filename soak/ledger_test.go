@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"io"
 	"net/http"
 	"testing"
@@ -268,7 +269,7 @@ func TestLedgerStoreChunkEvent(t *testing.T) {
 	f := newLedgerFix(t)
 	f.l.shared = true
 	f.fill(f.blob)
-	f.sink.line(`{"level":"WARN","msg":"` + storeChunkMsgs[3] + `","key":"v3/chunks/` + f.blob.etag + `/262144/1"}`)
+	f.sink.line(`{"level":"WARN","msg":"` + storeChunkMsgs[3] + `","key":"` + sharedfill.ChunkKey(f.blob.etag, 262144, 1) + `"}`)
 	f.fetch(f.blob, chunkSize, 2*chunkSize)
 	if bad, _ := f.l.check(f.sink, clusterTerms([]*proxy{{sink: f.sink}})); len(bad) != 0 {
 		t.Fatalf("the chunk a store event names, fetched again: %+v", bad)

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestClusterCreditsReadsAroundASlowOwner(t *testing.T) {
 	if line := s.checkCluster(procs); s.stats.violations() != 1 || line.total.refetch != 196608 {
 		t.Fatalf("a read around the owner no line explains: %d violations, %d refetched", s.stats.violations(), line.total.refetch)
 	}
-	waiter.sink.line(`{"level":"INFO","msg":"` + storeSlowOwnerMsg + `","key":"v3/chunks/` + blob.etag + `/262144/1"}`)
+	waiter.sink.line(`{"level":"INFO","msg":"` + storeSlowOwnerMsg + `","key":"` + sharedfill.ChunkKey(blob.etag, 262144, 1) + `"}`)
 	if ev := waiter.sink.storeEvents(); ev.slow[blob.etag] != 1 || ev.chunks[blob.etag] != 1 || len(ev.other) != 0 {
 		t.Fatalf("the line is not a read around a slow owner: slow %v, chunks %v, other %v", ev.slow, ev.chunks, ev.other)
 	}
@@ -83,7 +84,7 @@ func TestClusterCreditsReadsAroundASlowOwner(t *testing.T) {
 	s.stats = newStats()
 	fetch(owner, "bytes=0-262143", 262144)
 	fetch(waiter, "bytes=0-262143", 262144)
-	waiter.sink.line(`{"level":"INFO","msg":"` + storeSlowOwnerMsg + `","key":"v3/chunks/` + blob.etag + `/262144/1"}`)
+	waiter.sink.line(`{"level":"INFO","msg":"` + storeSlowOwnerMsg + `","key":"` + sharedfill.ChunkKey(blob.etag, 262144, 1) + `"}`)
 	if s.checkCluster(procs); s.stats.violations() != 1 {
 		t.Fatalf("a line on chunk 1 and a refetch of chunk 0: %d violations, want 1", s.stats.violations())
 	}

@@ -18,11 +18,23 @@ import (
 
 func TestChunkKeysAndObjects(t *testing.T) {
 	etag := "ab12"
-	c, ok := parseChunkKey(chunkKeyPrefix + etag + "/262144/3")
+	// The key hubproxy puts a chunk at, read by the scan's own parse.
+	key := storePrefix + "/" + sharedfill.ChunkKey(etag, 262144, 3)
+	c, ok := parseChunkKey(key)
 	if !ok || c.etag != etag || c.size != 262144 || c.index != 3 {
-		t.Fatalf("parsed %+v %v", c, ok)
+		t.Fatalf("%s parsed %+v %v", key, c, ok)
 	}
-	for _, bad := range []string{chunkKeyPrefix + etag + "/262144", chunkKeyPrefix + etag + "/x/3", claimKeyPrefix + etag + "/262144/3/0"} {
+	shard := key[len(layoutKeyPrefix) : len(layoutKeyPrefix)+2]
+	other := "00"
+	if shard == other {
+		other = "01"
+	}
+	claim := strings.Replace(strings.Replace(key, "/chunks/", "/claims/", 1), "/262144/3", "/262144/3/0", 1)
+	if !isClaimKey(claim) {
+		t.Errorf("%s is not a claim", claim)
+	}
+	for _, bad := range []string{strings.TrimSuffix(key, "/3"), strings.Replace(key, "/262144/", "/x/", 1), claim,
+		strings.Replace(key, "/"+shard+"/", "/"+other+"/", 1), layoutKeyPrefix + "chunks/" + etag + "/262144/3"} {
 		if _, ok := parseChunkKey(bad); ok {
 			t.Errorf("%s parsed as a chunk", bad)
 		}
@@ -77,7 +89,7 @@ func sealedByHubproxy(t *testing.T, etag string, data []byte) []byte {
 	// cancels a put still running: wait for the object first.
 	var obj []byte
 	testutil.Eventually(t, 10*time.Second, "the chunk in the store", func() bool {
-		obj, err = os.ReadFile(filepath.Join(dir, storeLayout, "chunks", etag, "64", "0"))
+		obj, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(sharedfill.ChunkKey(etag, 64, 0))))
 		return err == nil
 	})
 	s.Close()
@@ -121,7 +133,7 @@ func TestStoreEvents(t *testing.T) {
 			t.Errorf("at %v: off the store %v, want %v", c.at, got, c.off)
 		}
 	}
-	ev.note(logEntry{Msg: "shared store: chunk object does not match its digest; deleting it", Key: "v2/chunks/e1/262144/0"}, t0)
+	ev.note(logEntry{Msg: "shared store: chunk object does not match its digest; deleting it", Key: sharedfill.ChunkKey("e1", 262144, 0)}, t0)
 	ev.note(logEntry{Msg: storeForgetMsgs[0], ETag: "e2"}, t0)
 	ev.note(logEntry{Msg: "shared store: something new"}, t0)
 	if ev.chunks["e1"] != 1 || ev.forgets["e2"] != 1 || ev.other["shared store: something new"] != 1 {

@@ -155,7 +155,7 @@ func (s *soak) tamperOnDisk(c chunkRef, payload []byte, at int) error {
 // listChunks lists the chunk objects in the store.
 func (s *soak) listChunks(ctx context.Context) ([]chunkRef, error) {
 	var out []chunkRef
-	p := s3.NewListObjectsV2Paginator(s.store.client, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket), Prefix: aws.String(chunkKeyPrefix)})
+	p := s3.NewListObjectsV2Paginator(s.store.client, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket), Prefix: aws.String(layoutKeyPrefix)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -202,9 +202,12 @@ func (s *soak) claimHolder(limit time.Duration) *proxy {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	for ctx.Err() == nil {
-		out, err := s.store.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket), Prefix: aws.String(claimKeyPrefix)})
+		out, err := s.store.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket), Prefix: aws.String(layoutKeyPrefix)})
 		if err == nil {
 			for _, o := range out.Contents {
+				if !isClaimKey(aws.ToString(o.Key)) {
+					continue
+				}
 				obj, err := s.getObject(ctx, aws.ToString(o.Key))
 				if err != nil {
 					continue

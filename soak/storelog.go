@@ -3,8 +3,6 @@ package soak
 import (
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -181,29 +179,20 @@ func (w window) offStore(t time.Time) bool {
 	return t.After(w.start.Add(-time.Second)) && (w.end.IsZero() || t.Before(w.end.Add(storeGrace)))
 }
 
-// keyETag is the etag in a store key: v2/chunks/<etag>/… or v2/claims/<etag>/….
+// keyETag is the etag in a store key as the proxies log it
+// (v4/<shard>/chunks/<etag>/… or v4/<shard>/claims/<etag>/…).
 func keyETag(key string) string {
-	parts := strings.Split(key, "/")
-	if len(parts) >= 3 {
-		return parts[2]
-	}
-	return ""
+	k, _ := parseLayoutKey(key)
+	return k.etag
 }
 
-// keyChunk is the byte span of the chunk a store key names, whatever the
-// layout version: <layout>/chunks/<etag>/<chunk size>/<index> or
-// <layout>/claims/<etag>/<chunk size>/<index>/<generation>.
+// keyChunk is the byte span of the chunk a store key names.
 func keyChunk(key string) (a, b int64, ok bool) {
-	parts := strings.Split(key, "/")
-	if len(parts) < 5 {
+	k, ok := parseLayoutKey(key)
+	if !ok {
 		return 0, 0, false
 	}
-	size, err1 := strconv.ParseInt(parts[3], 10, 64)
-	idx, err2 := strconv.ParseInt(parts[4], 10, 64)
-	if err1 != nil || err2 != nil || size <= 0 || idx < 0 {
-		return 0, 0, false
-	}
-	return idx * size, (idx + 1) * size, true
+	return k.index * k.size, (k.index + 1) * k.size, true
 }
 
 // storeEnded closes the store's down stretch with the incarnation.

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,18 +23,18 @@ import (
 // independently of hubproxy's own code, so that the scan is an oracle and
 // not hubproxy checking itself: chunk objects (the chunk's bytes, then the
 // id of the secret that sealed them and their HMAC, see payloadOf) at
-// <prefix>/<layout>/chunks/<etag>/<chunk size>/<index>, claims at
-// <prefix>/<layout>/claims/<etag>/<chunk size>/<index>/<generation>.
-const storeLayout = "v3"
+// <prefix>/<layout>/<shard>/chunks/<etag>/<chunk size>/<index>, claims at
+// <prefix>/<layout>/<shard>/claims/<etag>/<chunk size>/<index>/<generation>,
+// where shard is the first byte, in hex, of sha256("<etag>/<chunk size>/<index>").
+const storeLayout = "v4"
 
 // chunkSecret is the proxies' shared-store secret (their environment has
 // it, as HUBPROXY_SHARED_STORE_SECRET), with which the scan checks seals.
 const chunkSecret = "hubproxysoak-chunk-seal-secret-0123456789abcdef"
 
 var (
-	chunkKeyPrefix = storePrefix + "/" + storeLayout + "/chunks/"
-	claimKeyPrefix = storePrefix + "/" + storeLayout + "/claims/"
-	storeClockKey  = storePrefix + "/" + storeLayout + "/clock"
+	layoutKeyPrefix = storePrefix + "/" + storeLayout + "/"
+	storeClockKey   = layoutKeyPrefix + "clock"
 )
 
 // chunkRef names one stored chunk.
@@ -45,27 +46,64 @@ type chunkRef struct {
 	lastModified time.Time
 }
 
-func parseChunkKey(key string) (chunkRef, bool) {
-	rest, ok := strings.CutPrefix(key, chunkKeyPrefix)
+// storeKey is a chunk's or a claim's key, parsed.
+type storeKey struct {
+	kind        string // "chunks" or "claims"
+	etag        string
+	size, index int64
+}
+
+// parseLayoutKey parses a key of the layout without the store's prefix
+// ("v4/<shard>/chunks/..."), as the proxies log them, and checks that the
+// shard is the one the chunk hashes to.
+func parseLayoutKey(key string) (storeKey, bool) {
+	rest, ok := strings.CutPrefix(key, storeLayout+"/")
 	if !ok {
-		return chunkRef{}, false
+		return storeKey{}, false
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) != 3 {
+	if len(parts) < 5 || (parts[1] != "chunks" || len(parts) != 5) && (parts[1] != "claims" || len(parts) != 6) {
+		return storeKey{}, false
+	}
+	size, err1 := strconv.ParseInt(parts[3], 10, 64)
+	idx, err2 := strconv.ParseInt(parts[4], 10, 64)
+	if err1 != nil || err2 != nil || size <= 0 || idx < 0 || parts[2] == "" {
+		return storeKey{}, false
+	}
+	h := sha256.Sum256([]byte(parts[2] + "/" + parts[3] + "/" + parts[4]))
+	if parts[0] != hex.EncodeToString(h[:1]) {
+		return storeKey{}, false
+	}
+	return storeKey{kind: parts[1], etag: parts[2], size: size, index: idx}, true
+}
+
+// parseStoreKey parses a key as the store lists it (under the proxies'
+// prefix).
+func parseStoreKey(key string) (storeKey, bool) {
+	rest, ok := strings.CutPrefix(key, storePrefix+"/")
+	if !ok {
+		return storeKey{}, false
+	}
+	return parseLayoutKey(rest)
+}
+
+func parseChunkKey(key string) (chunkRef, bool) {
+	k, ok := parseStoreKey(key)
+	if !ok || k.kind != "chunks" {
 		return chunkRef{}, false
 	}
-	size, err1 := strconv.ParseInt(parts[1], 10, 64)
-	idx, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil || size <= 0 || idx < 0 {
-		return chunkRef{}, false
-	}
-	return chunkRef{key: key, etag: parts[0], size: size, index: idx}, true
+	return chunkRef{key: key, etag: k.etag, size: k.size, index: k.index}, true
+}
+
+func isClaimKey(key string) bool {
+	k, ok := parseStoreKey(key)
+	return ok && k.kind == "claims"
 }
 
 // payloadOf is the chunk bytes an object of chunk c holds, or why it holds
 // none. The bytes come first, then the 8-byte id of the secret that sealed
 // them, then HMAC-SHA256 under a key derived from the secret of: the
-// layout ("v3/"), the etag, a NUL, the chunk size, index and length (each
+// layout ("v4/"), the etag, a NUL, the chunk size, index and length (each
 // 8 bytes big-endian), the id and the bytes.
 func payloadOf(c chunkRef, obj []byte) ([]byte, error) {
 	const idLen = 8
@@ -143,16 +181,12 @@ func (s *soak) scanStore(ctx context.Context) (*storeScan, error) {
 		}
 		for _, o := range page.Contents {
 			key := aws.ToString(o.Key)
+			c, isChunk := parseChunkKey(key)
 			switch {
-			case strings.HasPrefix(key, chunkKeyPrefix):
-				c, ok := parseChunkKey(key)
-				if !ok {
-					sc.other = append(sc.other, key)
-					continue
-				}
+			case isChunk:
 				c.objSize, c.lastModified = aws.ToInt64(o.Size), aws.ToTime(o.LastModified)
 				refs = append(refs, c)
-			case strings.HasPrefix(key, claimKeyPrefix):
+			case isClaimKey(key):
 				sc.claims = append(sc.claims, claimRef{key: key, lastModified: aws.ToTime(o.LastModified)})
 			default:
 				sc.other = append(sc.other, key)
@@ -200,14 +234,14 @@ func (s *soak) scanStore(ctx context.Context) (*storeScan, error) {
 func (s *soak) storedChunks(ctx context.Context, etag string) (map[int64]bool, error) {
 	held := map[int64]bool{}
 	p := s3.NewListObjectsV2Paginator(s.store.client, &s3.ListObjectsV2Input{Bucket: aws.String(storeBucket),
-		Prefix: aws.String(chunkKeyPrefix + etag + "/" + strconv.Itoa(chunkSize) + "/")})
+		Prefix: aws.String(layoutKeyPrefix)}) // a file's chunks are spread over every shard
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return held, fmt.Errorf("listing the store: %w", err)
 		}
 		for _, o := range page.Contents {
-			if c, ok := parseChunkKey(aws.ToString(o.Key)); ok {
+			if c, ok := parseChunkKey(aws.ToString(o.Key)); ok && c.etag == etag && c.size == chunkSize {
 				held[c.index] = true
 			}
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/hub"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 	"github.com/hubproxy/hubproxy/internal/testutil"
 )
@@ -48,11 +49,17 @@ func TestClusterOwnerKilledMidChunk(t *testing.T) {
 	// A has claimed chunks and is fetching them.
 	claims := func() int {
 		out, err := m.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{
-			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/v3/claims/")})
+			Bucket: aws.String(miniotest.Bucket), Prefix: aws.String("kill/")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(out.Contents)
+		n := 0
+		for _, o := range out.Contents {
+			if sharedfill.IsClaimKey(strings.TrimPrefix(aws.ToString(o.Key), "kill/")) {
+				n++
+			}
+		}
+		return n
 	}
 	testutil.Eventually(t, 30*time.Second, "node A's claims in the store", func() bool { return claims() > 0 })
 	a.Kill()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hubproxy/hubproxy/internal/app"
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/testutil"
 )
 
@@ -32,10 +33,20 @@ func TestClusterForgedChunkNeverServed(t *testing.T) {
 	path := "/org/forged/resolve/main/model.safetensors"
 	readAll(t, []*node{c.node(nil)}, 1, path, file)
 
-	dir := filepath.Join(strings.TrimPrefix(c.store, "file://"), "v3", "chunks", sum(file), fmt.Sprint(clusterChunk))
-	chunks := (len(file) + clusterChunk - 1) / clusterChunk
-	testutil.Eventually(t, time.Minute, "every chunk of the file in the store", func() bool { ents, _ := os.ReadDir(dir); return len(ents) == chunks })
-	genuine, err := os.ReadFile(filepath.Join(dir, "4"))
+	root := strings.TrimPrefix(c.store, "file://")
+	chunkFile := func(i int64) string {
+		return filepath.Join(root, filepath.FromSlash(sharedfill.ChunkKey(sum(file), clusterChunk, i)))
+	}
+	chunks := int64(len(file)+clusterChunk-1) / clusterChunk
+	testutil.Eventually(t, time.Minute, "every chunk of the file in the store", func() bool {
+		for i := range chunks {
+			if _, err := os.Stat(chunkFile(i)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	genuine, err := os.ReadFile(chunkFile(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +60,8 @@ func TestClusterForgedChunkNeverServed(t *testing.T) {
 		t.Helper()
 		asOld := append(bytes.Clone(evil), evilSum[:]...)
 		sealedSize := append(append(bytes.Clone(evil), genuine[clusterChunk:clusterChunk+8]...), evilSum[:]...)
-		for idx, obj := range map[string][]byte{"3": asOld, "4": sealedSize} {
-			if err := os.WriteFile(filepath.Join(dir, idx), obj, 0o600); err != nil {
+		for idx, obj := range map[int64][]byte{3: asOld, 4: sealedSize} {
+			if err := os.WriteFile(chunkFile(idx), obj, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}

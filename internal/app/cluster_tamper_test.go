@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/hubproxy/hubproxy/internal/hubtest"
+	"github.com/hubproxy/hubproxy/internal/sharedfill"
 	"github.com/hubproxy/hubproxy/internal/sharedstore/miniotest"
 	"github.com/hubproxy/hubproxy/internal/testutil"
 )
@@ -30,10 +31,16 @@ func tamperSetup(t *testing.T, c *cluster, id string) (data []byte, path, key st
 	readAll(t, []*node{c.node(nil)}, 1, path, data)
 	etag := sum(data)
 	testutil.Eventually(t, time.Minute, "the file's 6 chunks in the store", func() bool {
-		out, err := c.minio.Client().ListObjectsV2(context.Background(), listInput("cluster/v3/chunks/"+etag+"/"))
-		return err == nil && len(out.Contents) == 6
+		for i := range int64(6) {
+			_, err := c.minio.Client().HeadObject(context.Background(), &s3.HeadObjectInput{
+				Bucket: aws.String(miniotest.Bucket), Key: aws.String("cluster/" + sharedfill.ChunkKey(etag, clusterChunk, i))})
+			if err != nil {
+				return false
+			}
+		}
+		return true
 	})
-	key = fmt.Sprintf("cluster/v3/chunks/%s/%d/3", etag, clusterChunk)
+	key = "cluster/" + sharedfill.ChunkKey(etag, clusterChunk, 3)
 	return data, path, key, getObject(t, c.minio, key)
 }
 

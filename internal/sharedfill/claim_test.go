@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,7 +62,7 @@ func (l *lostReply) Create(ctx context.Context, key string, data []byte) error {
 	err := l.Objects.Create(ctx, key, data)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err == nil && strings.HasPrefix(key, claimsPrefix) && !l.seen[key] {
+	if err == nil && isKind(key, kindClaim) && !l.seen[key] {
 		l.seen[key] = true
 		return sharedstore.ErrExists
 	}
@@ -103,21 +102,21 @@ func (f *flaky) Delete(ctx context.Context, key string) error {
 }
 
 func (f *flaky) Create(ctx context.Context, key string, data []byte) error {
-	if strings.HasPrefix(key, claimsPrefix) {
+	if isKind(key, kindClaim) {
 		f.creates.Add(1)
 	}
 	return f.Objects.Create(ctx, key, data)
 }
 
 func (f *flaky) ReadRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, int64, error) {
-	if f.hideClaims.Load() && strings.HasPrefix(key, claimsPrefix) {
+	if f.hideClaims.Load() && isKind(key, kindClaim) {
 		return nil, 0, sharedstore.ErrNotFound
 	}
 	return f.Objects.ReadRange(ctx, key, off, n)
 }
 
 func (f *flaky) Stat(ctx context.Context, key string) (sharedstore.Object, error) {
-	if f.hideClaims.Load() && strings.HasPrefix(key, claimsPrefix) {
+	if f.hideClaims.Load() && isKind(key, kindClaim) {
 		return sharedstore.Object{}, sharedstore.ErrNotFound
 	}
 	return f.Objects.Stat(ctx, key)

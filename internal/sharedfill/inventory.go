@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hub"
@@ -29,7 +28,7 @@ type Inventory struct {
 	Files       []StoredFile
 	Claims      int
 	StaleClaims int // older than staleClaimAge: left by a node that died
-	Other       int // objects under the layout's prefix (v3/) that are neither
+	Other       int // objects under the layout's prefix (v4/) that are neither
 	// Old and OldBytes are the objects of older layouts (v1/, v2/), which
 	// no node of this version reads: Prune deletes them.
 	Old      int
@@ -38,7 +37,7 @@ type Inventory struct {
 
 // oldLayouts are the prefixes of layouts before layoutPrefix. Their chunks
 // cannot be trusted (no seal), so they are never read, only removed.
-func oldLayouts() []string { return []string{"v1/", "v2/"} }
+func oldLayouts() []string { return []string{"v1/", "v2/", "v3/"} }
 
 // staleClaimAge is how old a claim must be for prune to delete it: far past
 // any lease, so only claims of nodes that died mid-chunk.
@@ -56,28 +55,25 @@ func Take(ctx context.Context, store Lister, now time.Time) (Inventory, error) {
 	var inv Inventory
 	files := map[string]*StoredFile{}
 	err := store.List(ctx, layoutPrefix, func(o sharedstore.Object) error {
+		k, ok := parseKey(o.Key)
 		switch {
-		case strings.HasPrefix(o.Key, chunksPrefix):
-			etag, _, ok := strings.Cut(strings.TrimPrefix(o.Key, chunksPrefix), "/")
-			if !ok || hub.ETagKind(etag) == hub.HashUnknown {
-				inv.Other++
-				return nil
-			}
-			f := files[etag]
+		case ok && k.kind == kindChunk && hub.ETagKind(k.etag) != hub.HashUnknown:
+			f := files[k.etag]
 			if f == nil {
-				f = &StoredFile{ETag: etag}
-				files[etag] = f
+				f = &StoredFile{ETag: k.etag}
+				files[k.etag] = f
 			}
 			f.Chunks++
 			f.Bytes += o.Size
 			if o.ModTime.After(f.LastPut) {
 				f.LastPut = o.ModTime
 			}
-		case strings.HasPrefix(o.Key, claimsPrefix):
+		case ok && k.kind == kindClaim:
 			inv.Claims++
 			if now.Sub(o.ModTime) > staleClaimAge {
 				inv.StaleClaims++
 			}
+		case o.Key == clockKey:
 		default:
 			inv.Other++
 		}
@@ -170,33 +166,57 @@ func Prune(ctx context.Context, store Lister, o PruneOptions, now time.Time) (Pr
 		left -= f.Bytes
 	}
 	rep.Over = o.MaxBytes > 0 && left > o.MaxBytes
-	var errs []error
-	for _, v := range victims {
-		if !o.DryRun {
-			if _, _, err := deletePrefix(ctx, store, chunksPrefix+v.ETag+"/", nil); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+	if o.DryRun {
+		for _, v := range victims {
+			rep.Removed = append(rep.Removed, v)
+			rep.Freed += v.Bytes
 		}
-		rep.Removed = append(rep.Removed, v)
-		rep.Freed += v.Bytes
-	}
-	rep.After = rep.Before - rep.Freed
-	if !o.DryRun {
-		n, _, err := deletePrefix(ctx, store, claimsPrefix, func(ob sharedstore.Object) bool {
-			return now.Sub(ob.ModTime) > staleClaimAge
-		})
-		rep.Claims = n
-		errs = append(errs, err)
-		for _, p := range oldLayouts() {
-			n, b, err := deletePrefix(ctx, store, p, nil)
-			rep.Old += n
-			rep.OldBytes += b
-			errs = append(errs, err)
-		}
-	} else {
+		rep.After = rep.Before - rep.Freed
 		rep.Claims = inv.StaleClaims
 		rep.Old, rep.OldBytes = inv.Old, inv.OldBytes
+		return rep, nil
+	}
+	// One pass over the layout deletes the victims' chunks (a file's chunks
+	// are spread over every shard, keys.go) and the stale claims.
+	doomed := make(map[string]bool, len(victims))
+	for _, v := range victims {
+		doomed[v.ETag] = true
+	}
+	failed := map[string]bool{} // etags of which a chunk could not be deleted
+	var objs []sharedstore.Object
+	err = store.List(ctx, layoutPrefix, func(ob sharedstore.Object) error {
+		k, ok := parseKey(ob.Key)
+		if ok && (k.kind == kindChunk && doomed[k.etag] || k.kind == kindClaim && now.Sub(ob.ModTime) > staleClaimAge) {
+			objs = append(objs, ob)
+		}
+		return nil
+	})
+	errs := []error{err}
+	for _, ob := range objs {
+		k, _ := parseKey(ob.Key)
+		if err := store.Delete(ctx, ob.Key); err != nil {
+			errs = append(errs, err)
+			if k.kind == kindChunk {
+				failed[k.etag] = true
+			}
+			continue
+		}
+		if k.kind == kindClaim {
+			rep.Claims++
+		}
+	}
+	for _, v := range victims {
+		if err == nil && !failed[v.ETag] {
+			rep.Removed = append(rep.Removed, v)
+			rep.Freed += v.Bytes
+		}
+	}
+	rep.After = rep.Before - rep.Freed
+	for _, p := range oldLayouts() {
+		n, b, err := deletePrefix(ctx, store, p, nil)
+		rep.Old += n
+		rep.OldBytes += b
+		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)
 }

@@ -10,7 +10,8 @@
 // # Claims
 //
 // Agreement is by conditional create, the store's one atomic primitive: the
-// node whose create of v3/claims/<etag>/<chunk size>/<index>/<gen> succeeds
+// node whose create of v4/<shard>/claims/<etag>/<chunk size>/<index>/<gen>
+// (keys.go) succeeds
 // owns the chunk, renews the claim (a beat counter) every Lease/3 while it
 // fetches, puts the chunk with a conditional create too, and deletes its
 // claim. A waiter polls for the chunk and watches the claim: a claim whose
@@ -67,7 +68,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,38 +350,9 @@ func (s *Sharer) Forget(ctx context.Context, etag string) (int, error) {
 		return 0, fmt.Errorf("sharedfill: %q is not a content hash", etag)
 	}
 	s.verified.drop(etag) // first: the chunks are as suspect in memory as in the store
-	n, _, err1 := deletePrefix(ctx, s.objs, chunksPrefix+etag+"/", nil)
-	m, _, err2 := deletePrefix(ctx, s.objs, claimsPrefix+etag+"/", nil)
-	n += m
-	err := errors.Join(err1, err2)
+	n, _, err := deleteFile(ctx, s.objs, etag, true)
 	s.observe(ctx, err)
 	return n, err
-}
-
-// Key layout, under the store URL's prefix. v3 is the layout version: a
-// change that old nodes would misread gets a new one. Nodes of different
-// layouts share nothing; the objects of older ones are never read, and
-// Prune deletes them (oldLayouts). v1 chunk objects had no digest, v2 ones
-// an unkeyed sha256, which anyone who could write the store could forge.
-const (
-	layoutPrefix = "v3/"
-	chunksPrefix = layoutPrefix + "chunks/"
-	claimsPrefix = layoutPrefix + "claims/"
-)
-
-// chunkID names one chunk: a file's content hash and an index in units of
-// the Sharer's chunk size.
-type chunkID struct {
-	etag  string
-	index int64
-}
-
-func (s *Sharer) chunkKey(c chunkID) string {
-	return chunksPrefix + c.etag + "/" + strconv.FormatInt(s.opts.ChunkSize, 10) + "/" + strconv.FormatInt(c.index, 10)
-}
-
-func (s *Sharer) claimKey(c chunkID, gen int) string {
-	return claimsPrefix + c.etag + "/" + strconv.FormatInt(s.opts.ChunkSize, 10) + "/" + strconv.FormatInt(c.index, 10) + "/" + strconv.Itoa(gen)
 }
 
 // opCtx bounds one store call by OpTimeout, within ctx.

@@ -156,7 +156,12 @@ func TestSharedThroughStore(t *testing.T) {
 	}
 	// Claims are gone once chunks land.
 	var left []string
-	store.List(context.Background(), claimsPrefix, func(o sharedstore.Object) error { left = append(left, o.Key); return nil })
+	store.List(context.Background(), layoutPrefix, func(o sharedstore.Object) error {
+		if isKind(o.Key, kindClaim) {
+			left = append(left, o.Key)
+		}
+		return nil
+	})
 	if len(left) > 0 {
 		t.Fatalf("claims left behind: %v", left)
 	}
@@ -308,7 +313,7 @@ func (f *faulty) isDown() bool {
 }
 
 func (f *faulty) ReadRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, int64, error) {
-	if strings.HasPrefix(key, chunksPrefix) {
+	if isKind(key, kindChunk) {
 		f.gets.Add(1)
 	}
 	if f.isDown() {
@@ -319,7 +324,7 @@ func (f *faulty) ReadRange(ctx context.Context, key string, off, n int64) (io.Re
 		return nil, 0, ctx.Err()
 	}
 	body, size, err := f.Objects.ReadRange(ctx, key, off, n)
-	if err == nil && f.cutAfter.Load() > 0 && strings.HasPrefix(key, chunksPrefix) {
+	if err == nil && f.cutAfter.Load() > 0 && isKind(key, kindChunk) {
 		body = &cutBody{ReadCloser: body, left: f.cutAfter.Load()}
 	}
 	return body, size, err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,7 +113,7 @@ type gated struct {
 }
 
 func (g *gated) ReadRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, int64, error) {
-	if strings.HasPrefix(key, chunksPrefix) {
+	if isKind(key, kindChunk) {
 		g.blocked.Add(1)
 		select {
 		case <-g.open:

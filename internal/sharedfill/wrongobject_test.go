@@ -189,7 +189,12 @@ func TestDiscardOutlastsStoreOutage(t *testing.T) {
 	s.wg.Wait()
 	stored := func() int {
 		n := 0
-		_ = store.Objects.List(context.Background(), chunksPrefix+etag+"/", func(sharedstore.Object) error { n++; return nil })
+		_ = store.Objects.List(context.Background(), layoutPrefix, func(o sharedstore.Object) error {
+			if k, ok := parseKey(o.Key); ok && k.kind == kindChunk && k.etag == etag {
+				n++
+			}
+			return nil
+		})
 		return n
 	}
 	if stored() != 3 {
