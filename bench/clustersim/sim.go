@@ -24,7 +24,7 @@ import (
 // Params describe one simulated start.
 type Params struct {
 	Nodes     int
-	Files     int   // the model's shards; chunks of one file share a key prefix
+	Files     int   // the model's shards (files)
 	FileSize  int64 // bytes per file
 	ChunkSize int64
 	// Conns is the concurrent fills per node (upstream-parallelism).
@@ -47,10 +47,10 @@ type Params struct {
 	// this long reads its bytes from the hub until the chunk lands (those
 	// bytes count upstream); 0: never.
 	FallbackAfter time.Duration
-	// PrefixPerChunk spreads chunks over prefixes (one per chunk index)
-	// instead of one per file: how a key layout with the index first
-	// would let S3 partition a hot file.
-	PrefixPerChunk bool
+	// Shards spreads chunks over this many key prefixes by a hash of the
+	// chunk, as sharedfill's key layout v4 does (256); 0 keeps a file's
+	// chunks under one prefix, as layout v3 did.
+	Shards int
 }
 
 // Result is what a simulated start cost.
@@ -207,8 +207,12 @@ func Run(p Params) (Result, error) {
 }
 
 func (s *sim) prefix(c int64) int64 {
-	if s.p.PrefixPerChunk {
-		return c
+	if s.p.Shards > 0 {
+		// splitmix64: a fair hash of the chunk, as sha256 is in the layout.
+		z := uint64(c) + 0x9e3779b97f4a7c15
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		return int64((z ^ z>>31) % uint64(s.p.Shards))
 	}
 	return c / s.p.chunksPerFile()
 }

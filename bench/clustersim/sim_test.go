@@ -84,13 +84,13 @@ func TestPrefixLimitQueues(t *testing.T) {
 		t.Errorf("a limit that binds must cost time: free peak %d GET/s in %v, limited %v (throttled %v)", free.PeakGETs, free.LastNode, limited.LastNode, limited.Throttled)
 	}
 	// Spreading the chunks over prefixes lifts the limit.
-	p.GETRate, p.PUTRate, p.PrefixPerChunk = 500, 300, true
+	p.GETRate, p.PUTRate, p.Shards = 500, 300, 256
 	spread, err := Run(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if spread.LastNode >= limited.LastNode {
-		t.Errorf("a prefix per chunk took %v, one prefix %v", spread.LastNode, limited.LastNode)
+		t.Errorf("256 prefixes took %v, one prefix %v", spread.LastNode, limited.LastNode)
 	}
 }
 

@@ -65,8 +65,8 @@ func (b *fileBackend) mkdirAll(dir string) error {
 }
 
 // checkModes says what is wrong with who may enter the store. A directory
-// or object of the store's own (.tmp and v1, v2, v3 in the root, and their
-// entries: v3/chunks, v3/clock, ...) that other users may read, enter or
+// or object of the store's own (.tmp and v1 … v4 in the root, and their
+// entries: v4/<shard>, v4/clock, ...) that other users may read, enter or
 // write is refused:
 // every chunk of a gated file under it would be readable by any user of the
 // host, and the node cannot know whether it may tighten a directory another
@@ -90,7 +90,7 @@ func (b *fileBackend) checkModes(root fs.FileInfo) error {
 }
 
 // ownEntry says whether a name in the root is the store's: .tmp or a
-// layout's directory (v1, v2, v3). Anything else there (a file system's
+// layout's directory (v1 … v4). Anything else there (a file system's
 // lost+found, an operator's notes) is not the store's to judge, and may not
 // be readable by the node's user at all.
 func ownEntry(name string) bool {

@@ -21,7 +21,7 @@ import (
 func main() {
 	var (
 		model    = flag.Float64("model", 140e9, "model size, bytes")
-		files    = flag.Int("files", 30, "shards the model is in (one key prefix each)")
+		files    = flag.Int("files", 30, "files the model is in")
 		nodes    = flag.String("nodes", "64,256,1000", "cluster sizes")
 		chunks   = flag.String("chunks", "8,16,64", "chunk sizes, MiB")
 		conns    = flag.Int("conns", 16, "concurrent fills per node (upstream-parallelism)")
@@ -33,7 +33,7 @@ func main() {
 		putRate  = flag.Float64("put-rate", 3500, "PUT/DELETE per second per prefix (S3: 3,500)")
 		nodeRate = flag.Float64("node-gbps", 25, "a node's network, Gbit/s")
 		fallback = flag.Duration("fallback-after", 3*time.Second, "sharedfill's FallbackAfter (0: readers never fall back)")
-		spread   = flag.Bool("prefix-per-chunk", false, "spread chunks over one prefix each (a key layout with the index first)")
+		shards   = flag.Int("shards", 256, "key prefixes chunks spread over (hubproxy's layout v4: 256; 0: one per file, as layout v3)")
 	)
 	flag.Parse()
 	ns, err := ints(*nodes)
@@ -47,7 +47,7 @@ func main() {
 			p := clustersim.Params{Nodes: n, Files: *files, ChunkSize: int64(c) << 20, Conns: *conns,
 				FileSize: int64(*model) / int64(*files), HubConnRate: *hubRate * (1 << 20), HubLatency: *hubLat,
 				StoreConnRate: *stRate * (1 << 20), StoreLatency: *stLat, GETRate: *getRate, PUTRate: *putRate,
-				NodeRate: *nodeRate * 1e9 / 8, PrefixPerChunk: *spread, FallbackAfter: *fallback}
+				NodeRate: *nodeRate * 1e9 / 8, Shards: *shards, FallbackAfter: *fallback}
 			r, err := clustersim.Run(p)
 			check(err)
 			m := float64(p.Model())
