@@ -291,7 +291,10 @@ func (r *Report) Headline() string {
 	}
 	if r.S3 != nil {
 		if l := r.S3.headline(); l != "" {
-			b.WriteString("\n" + l)
+			if len(r.Measures) > 0 || r.Cluster != nil {
+				b.WriteString("\n") // after a table or a line, not after the intro's blank line
+			}
+			b.WriteString(l)
 		}
 	}
 	if l := r.ceilingLine(); l != "" {

@@ -197,8 +197,8 @@ func (b *bench) settings() []string {
 		fmt.Sprintf("ceiling probes: %s written + fsynced into the caches' filesystem, hashed, and sent over one loopback connection", mib(c.CeilingSize)),
 		fmt.Sprintf("cluster (10): %d hubproxy nodes × %d clients each, released at once on one cold %s file (%s); nodes share through MinIO %s on loopback (one drive, in the run's temporary directory) or a file:// directory, or do not share; the one shared pod serves all %d clients",
 			c.ClusterNodes, c.ClusterClients, mib(b.fx.cluster.size), b.fx.cluster.repo, miniotest.Version, c.ClusterNodes*c.ClusterClients),
-		fmt.Sprintf("S3 API (11): hubproxy serve --s3-listen against MinIO %s on loopback (one drive, in the run's temporary directory) holding the same file; ranged GETs of %s at %v connections, %v each; raw unsigned HTTP/1.1 GETs, no SDK",
-			miniotest.Version, sizeName(c.S3RangeSize), c.S3Conns, c.RangeDuration),
+		fmt.Sprintf("S3 API (11): hubproxy serve --s3-listen against MinIO %s on loopback (one drive, in the run's temporary directory) holding the same file; ranged GETs of %s at %s connections, %v each; raw unsigned HTTP/1.1 GETs, no SDK",
+			miniotest.Version, sizeName(c.S3RangeSize), andList(c.S3Conns), c.RangeDuration),
 		fmt.Sprintf("repetitions: %d; every cold measurement restarts the proxy with an empty cache (the cluster: every node and the store)", c.Reps),
 	}
 	if c.Only == "" {
@@ -273,4 +273,20 @@ func sizeString(n int64) string {
 		return strconv.FormatInt(n/KiB, 10) + "K"
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// andList is ns as a sentence says it: "8 and 16", "4, 8 and 16".
+func andList(ns []int) string {
+	var out string
+	for i, n := range ns {
+		switch {
+		case i == 0:
+		case i == len(ns)-1:
+			out += " and "
+		default:
+			out += ", "
+		}
+		out += strconv.Itoa(n)
+	}
+	return out
 }

@@ -86,7 +86,7 @@ func (s *S3Bench) headline() string {
 		if !m.Headline || s3Peer(m) == "" {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s %s× %s's", m.Title, m.Metric, sig(ratio(summarize(m.Samples[ColS3]), summarize(m.Samples[s3Peer(m)]))), s3Peer(m)))
+		parts = append(parts, fmt.Sprintf("%s, %s %s× %s", m.Title, m.Metric, sig(ratio(summarize(m.Samples[ColS3]), summarize(m.Samples[s3Peer(m)]))), s3Peer(m)))
 	}
 	if len(parts) == 0 {
 		return ""
