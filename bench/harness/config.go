@@ -2,7 +2,8 @@
 // hubproxy, and nginx with slice + proxy_cache in front of the same upstream,
 // all on loopback, plus aria2c as a multi-connection download client, through
 // nine scenarios, then a cluster of hubproxy nodes with and without a shared
-// store (MinIO, file://) against one shared pod, and writes a Markdown report
+// store (MinIO, file://) against one shared pod, and hubproxy's S3 API
+// against MinIO and against its own hub routes, and writes a Markdown report
 // of ratios (hubproxy / peer), raw figures, the cluster's figures and the
 // machine's own ceiling for a cold download.
 //

@@ -45,7 +45,8 @@ type bench struct {
 	floorBin string
 }
 
-// Run starts the fake hub, hubproxy and nginx, runs every scenario, writes
+// Run starts the fake hub, hubproxy and nginx, runs every scenario (or
+// only cfg.Only's, with what it needs and nothing else), writes
 // the report into cfg.OutDir and stops everything it started, whether it
 // returns normally, with an error, on ctx's cancellation or by panicking.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
