@@ -6,7 +6,8 @@
 # apt-get when nginx or aria2c is missing and they run as root, and build
 # MinIO (make minio) for the cluster scenario. Extra flags go in BENCH_FLAGS,
 # e.g. `make bench BENCH_FLAGS='-large 4GiB -bandwidth 100MiB'`;
-# `make bench-bin && bin/hubbench -h` lists them. bench/ is a Go module of its
+# `make bench-bin && bin/hubbench -h` lists them; `-only s3` runs the S3 API
+# scenario (11) alone. bench/ is a Go module of its
 # own; bin/hubbench runs from the repository root, where its defaults point.
 # It uses the Makefile's `build` and `minio` targets and its GO, BIN and
 # MINIO variables.

@@ -2,7 +2,8 @@
 // hubproxy, and nginx with slice + proxy_cache in front of the same upstream,
 // all on loopback, plus aria2c as a multi-connection download client, through
 // nine scenarios, then a cluster of hubproxy nodes with and without a shared
-// store (MinIO, file://) against one shared pod, and writes a Markdown report
+// store (MinIO, file://) against one shared pod, and hubproxy's S3 API
+// against MinIO and against its own hub routes, and writes a Markdown report
 // of ratios (hubproxy / peer), raw figures, the cluster's figures and the
 // machine's own ceiling for a cold download.
 //
@@ -17,8 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
+
+// OnlyS3 is Config.Only for the S3 scenario alone.
+const OnlyS3 = "s3"
 
 // MiB and GiB are byte units for sizes in Config.
 const (
@@ -99,6 +104,16 @@ type Config struct {
 	// NoAria2 leaves aria2c out of scenario 1.
 	NoAria2 bool
 
+	// S3RangeSize is the ranged GET size of the S3 scenario (11), Run:ai
+	// streamer's default for object storage; S3Conns are the concurrent
+	// connections it is read at, one run each.
+	S3RangeSize int64
+	S3Conns     []int
+
+	// Only names the one scenario to run ("s3"); "" runs them all. A run of
+	// one skips the ceiling probes and the peers the scenario does not use.
+	Only string
+
 	// CeilingSize is how much the machine-ceiling probes move: bytes written
 	// and fsynced, hashed, and sent over loopback TCP.
 	CeilingSize int64
@@ -149,6 +164,8 @@ func Default() Config {
 		BigRange:        1 * MiB,
 		Aria2Conns:      16,
 		Aria2Split:      8 * MiB,
+		S3RangeSize:     8 * MiB,
+		S3Conns:         []int{8, 16},
 		CeilingSize:     2 * GiB,
 	}
 }
@@ -219,6 +236,12 @@ func (c Config) Validate() error {
 		return bad("aria2c connections must be 1–16 (aria2c's own limit)")
 	case c.Aria2Split < MiB || c.Aria2Split > GiB:
 		return bad("aria2c split size must be 1 MiB–1 GiB (aria2c's own limits)")
+	case c.S3RangeSize < 1 || c.S3RangeSize > c.LargeSize:
+		return bad("S3 range size must be between 1 byte and the large size")
+	case len(c.S3Conns) == 0 || slices.ContainsFunc(c.S3Conns, func(n int) bool { return n < 1 }):
+		return bad("S3 connection counts must be given and positive")
+	case c.Only != "" && c.Only != OnlyS3:
+		return bad("only %q: the one scenario that runs alone is %q", c.Only, OnlyS3)
 	case c.CeilingSize < MiB:
 		return bad("ceiling size must be at least 1 MiB")
 	case c.SliceSize < 64*KiB:

@@ -41,6 +41,9 @@ type modelFile struct {
 	tensors []string // names in file order
 	// tensorLen is the byte length of every tensor of the file.
 	tensorLen int64
+	// data is the file itself, the slice the fake hub serves (no copy):
+	// the S3 scenario uploads it into MinIO.
+	data []byte
 }
 
 // pick is the tensor scenario 4 fetches: the middle one, so neither the
@@ -95,7 +98,7 @@ func addFixtures(h *hubtest.Hub, cfg Config) fixtures {
 			{Path: "config.json", Data: []byte(`{"model_type":"bench"}`)},
 			{Path: weightsFile, Data: data},
 		}})
-		m := modelFile{repo: repo, path: weightsFile, size: int64(len(data)), tensors: names, tensorLen: tensorLen}
+		m := modelFile{repo: repo, path: weightsFile, size: int64(len(data)), tensors: names, tensorLen: tensorLen, data: data}
 		if cfg.Verify {
 			m.sha256 = sha256.Sum256(data)
 		}

@@ -73,10 +73,13 @@ func loadAvg() string {
 
 // String is the one-line description the report and README use.
 func (m Machine) String() string {
-	aria := ""
-	if m.Aria2c != "" {
-		aria = ", aria2c " + m.Aria2c
+	peers := ""
+	if m.Nginx != "" { // a run of the S3 scenario alone starts no nginx
+		peers = ", nginx " + m.Nginx
 	}
-	return fmt.Sprintf("%s, %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, nginx %s%s; load average %s at start, %s at end",
-		m.Host, m.CPUs, m.CPUModel, float64(m.MemBytes)/float64(GiB), m.Kernel, m.Go, m.Nginx, aria, m.LoadStart, m.LoadEnd)
+	if m.Aria2c != "" {
+		peers += ", aria2c " + m.Aria2c
+	}
+	return fmt.Sprintf("%s, %d CPUs (%s), %.1f GiB RAM, Linux %s, %s%s; load average %s at start, %s at end",
+		m.Host, m.CPUs, m.CPUModel, float64(m.MemBytes)/float64(GiB), m.Kernel, m.Go, peers, m.LoadStart, m.LoadEnd)
 }

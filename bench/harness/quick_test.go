@@ -106,6 +106,7 @@ func TestQuickBenchmark(t *testing.T) {
 	}
 
 	checkCluster(t, rep, cfg)
+	checkS3(t, rep, cfg)
 
 	if len(rep.Groups) == 0 {
 		t.Error("the run reports no child processes")
@@ -113,6 +114,82 @@ func TestQuickBenchmark(t *testing.T) {
 	for _, pgid := range rep.Groups {
 		if left := groupMembers(pgid); len(left) != 0 {
 			t.Errorf("processes %v of group %d are still running", left, pgid)
+		}
+	}
+}
+
+// TestQuickS3 is `bin/hubbench -quick -only s3`: scenario 11 alone, with
+// hubproxy's S3 API, its hub routes and MinIO, and nothing else (no nginx,
+// no aria2c, no ceiling, no cluster).
+func TestQuickS3(t *testing.T) {
+	cfg := Quick()
+	cfg.Only = OnlyS3
+	cfg.MinioBin = miniotest.Binary(t)
+	cfg.OutDir = t.TempDir()
+	cfg.WorkDir = t.TempDir()
+	cfg.Log = logWriter{t}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rep.Measures) != 0 || rep.Cluster != nil || rep.Ceiling != nil {
+		t.Errorf("an s3-only run ran more: %d measures, cluster %v, ceiling %v", len(rep.Measures), rep.Cluster != nil, rep.Ceiling != nil)
+	}
+	checkS3(t, rep, cfg)
+	for _, pgid := range rep.Groups {
+		if left := groupMembers(pgid); len(left) != 0 {
+			t.Errorf("processes %v of group %d are still running", left, pgid)
+		}
+	}
+}
+
+// checkS3 checks scenario 11's figures: every pattern has a figure for the
+// S3 API and its peer in every repetition; warm reads through the S3 API
+// cost no upstream bytes; a cold read through it costs the whole file
+// upstream, as much as through the hub routes and no more. Never times.
+func checkS3(t *testing.T, rep *Report, cfg Config) {
+	t.Helper()
+	s := rep.S3
+	// Three rows per warm pattern (S3Conns ranged, one whole), two cold.
+	if s == nil || len(s.Measures) != 3*(len(cfg.S3Conns)+1)+2 {
+		t.Fatalf("S3 result %+v, want %d measures", s, 3*(len(cfg.S3Conns)+1)+2)
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, "## S3 API: hubproxy against MinIO warm") || !strings.Contains(md, "S3 API on a ") {
+		t.Errorf("the report lacks the S3 section or its headline:\n%s", md)
+	}
+	for _, m := range s.Measures {
+		peer := s3Peer(m)
+		want := map[string]int{ColS3: cfg.Reps}
+		switch {
+		case m.Metric == "upstream bytes":
+			peer = "" // hubproxy only
+		case strings.HasPrefix(m.Title, "warm"):
+			want[ColMinio] = cfg.Reps
+		default:
+			want[ColHub] = cfg.Reps
+		}
+		if peer != "" && want[peer] == 0 {
+			t.Errorf("%s %q: divided by %s", m.Title, m.Metric, peer)
+		}
+		for _, col := range s3Columns() {
+			if n := len(m.Samples[col]); n != want[col] {
+				t.Errorf("%s %q: %d samples for %s, want %d", m.Title, m.Metric, n, col, want[col])
+			}
+		}
+		switch m.Metric {
+		case "upstream bytes":
+			if v := summarize(m.Samples[ColS3]); v.max != 0 {
+				t.Errorf("%s: %v MiB upstream on a warm cache", m.Title, m.Samples[ColS3])
+			}
+		case "upstream bytes / file size":
+			s3, hub := summarize(m.Samples[ColS3]), summarize(m.Samples[ColHub])
+			if s3.min < 1 || hub.min < 1 || s3.max > hub.max*1.01 {
+				t.Errorf("cold upstream / file: S3 API %v, hub routes %v; want at least the file each, the S3 API no more than the hub routes",
+					m.Samples[ColS3], m.Samples[ColHub])
+			}
 		}
 	}
 }

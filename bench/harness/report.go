@@ -54,6 +54,9 @@ type Report struct {
 	// Cluster is scenario 10, whose columns are tiers, not targets (nil:
 	// not run).
 	Cluster *Cluster
+	// S3 is scenario 11, whose columns are the S3 API and its peers (nil:
+	// not run).
+	S3 *S3Bench
 	// Path is where the Markdown was written ("" until it is).
 	Path string
 	// Groups lists the process group of every child the run started; all
@@ -124,38 +127,17 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "- run time: %s\n\n", r.Elapsed.Round(time.Second))
 
-	b.WriteString("## Ratios (hubproxy / peer, medians)\n\n")
-	b.WriteString("Below 1 means hubproxy's figure is smaller. The name in brackets is who the ratio favours (within 5%: tie). aria2c takes part in scenario 1 only.\n\n")
-	b.WriteString("| # | Scenario | Metric | Better |")
-	for _, p := range peerNames {
-		fmt.Fprintf(&b, " hubproxy / %s |", p)
+	if len(r.Measures) > 0 {
+		r.targetTables(&b)
 	}
-	b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|", len(peerNames)) + "\n")
-	for _, m := range r.Measures {
-		fmt.Fprintf(&b, "| %d | %s | %s (%s) | %s |", m.Scenario, m.Title, m.Metric, m.Unit, m.Better)
-		for _, p := range peerNames {
-			fmt.Fprintf(&b, " %s |", ratioCell(m, p))
-		}
-		b.WriteString("\n")
-	}
-
-	b.WriteString("\n## Raw figures (median (min–max) over the repetitions)\n\n")
-	b.WriteString("| # | Scenario | Metric | Unit |")
-	for _, t := range targetNames {
-		fmt.Fprintf(&b, " %s |", t)
-	}
-	b.WriteString(" Note |\n|---|---|---|---|" + strings.Repeat("---|", len(targetNames)) + "---|\n")
-	for _, m := range r.Measures {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s", m.Scenario, m.Title, m.Metric, m.Unit)
-		for _, t := range targetNames {
-			fmt.Fprintf(&b, " | %s", cell(summarize(m.Samples[t])))
-		}
-		fmt.Fprintf(&b, " | %s |\n", m.Note)
-	}
-
 	if c := r.Cluster; c != nil {
 		fmt.Fprintf(&b, "\n## Cluster: %d nodes × %d clients on one cold file (scenario 10; median (min–max))\n\n", c.Nodes, c.Clients)
 		b.WriteString(c.markdown())
+	}
+
+	if s := r.S3; s != nil {
+		fmt.Fprintf(&b, "\n## S3 API: hubproxy against MinIO warm, against its hub routes cold (scenario 11; median (min–max))\n\n")
+		b.WriteString(s.markdown())
 	}
 
 	if r.Ceiling != nil {
@@ -166,6 +148,39 @@ func (r *Report) Markdown() string {
 	b.WriteString("\n## Headline\n\n")
 	b.WriteString(r.Headline())
 	return b.String()
+}
+
+// targetTables writes the ratio and raw-figure tables of the scenarios whose
+// columns are targets (1–9).
+func (r *Report) targetTables(b *strings.Builder) {
+	b.WriteString("## Ratios (hubproxy / peer, medians)\n\n")
+	b.WriteString("Below 1 means hubproxy's figure is smaller. The name in brackets is who the ratio favours (within 5%: tie). aria2c takes part in scenario 1 only.\n\n")
+	b.WriteString("| # | Scenario | Metric | Better |")
+	for _, p := range peerNames {
+		fmt.Fprintf(b, " hubproxy / %s |", p)
+	}
+	b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|", len(peerNames)) + "\n")
+	for _, m := range r.Measures {
+		fmt.Fprintf(b, "| %d | %s | %s (%s) | %s |", m.Scenario, m.Title, m.Metric, m.Unit, m.Better)
+		for _, p := range peerNames {
+			fmt.Fprintf(b, " %s |", ratioCell(m, p))
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("\n## Raw figures (median (min–max) over the repetitions)\n\n")
+	b.WriteString("| # | Scenario | Metric | Unit |")
+	for _, t := range targetNames {
+		fmt.Fprintf(b, " %s |", t)
+	}
+	b.WriteString(" Note |\n|---|---|---|---|" + strings.Repeat("---|", len(targetNames)) + "---|\n")
+	for _, m := range r.Measures {
+		fmt.Fprintf(b, "| %d | %s | %s | %s", m.Scenario, m.Title, m.Metric, m.Unit)
+		for _, t := range targetNames {
+			fmt.Fprintf(b, " | %s", cell(summarize(m.Samples[t])))
+		}
+		fmt.Fprintf(b, " | %s |\n", m.Note)
+	}
 }
 
 // coldThroughput is scenario 1's throughput measure, if the report has it.
@@ -247,24 +262,40 @@ func (r *Report) Headline() string {
 	if r.mode() == "quick" {
 		cmd = "make bench-quick"
 	}
-	fmt.Fprintf(&b, "Measured %s on %s (`%s`, %s sizes):\n\n", r.Started.Format("2006-01-02"), r.Machine.String(), cmd, r.mode())
-	b.WriteString("| Scenario | Metric | hubproxy |")
-	for _, p := range peerNames {
-		fmt.Fprintf(&b, " vs %s |", p)
+	if o := r.only(); o != "" {
+		cmd = "bin/hubbench -only " + o
+		if r.mode() == "quick" {
+			cmd = "bin/hubbench -quick -only " + o
+		}
 	}
-	b.WriteString("\n|---|---|---|" + strings.Repeat("---|", len(peerNames)) + "\n")
-	for _, m := range r.Measures {
-		if !m.Headline {
-			continue
-		}
-		fmt.Fprintf(&b, "| %d. %s | %s | %s %s |", m.Scenario, m.Title, m.Metric, sig(summarize(m.Samples[Hubproxy]).median), m.Unit)
+	fmt.Fprintf(&b, "Measured %s on %s (`%s`, %s sizes):\n\n", r.Started.Format("2006-01-02"), r.Machine.String(), cmd, r.mode())
+	if len(r.Measures) > 0 {
+		b.WriteString("| Scenario | Metric | hubproxy |")
 		for _, p := range peerNames {
-			fmt.Fprintf(&b, " %s |", ratioCell(m, p))
+			fmt.Fprintf(&b, " vs %s |", p)
 		}
-		b.WriteString("\n")
+		b.WriteString("\n|---|---|---|" + strings.Repeat("---|", len(peerNames)) + "\n")
+		for _, m := range r.Measures {
+			if !m.Headline {
+				continue
+			}
+			fmt.Fprintf(&b, "| %d. %s | %s | %s %s |", m.Scenario, m.Title, m.Metric, sig(summarize(m.Samples[Hubproxy]).median), m.Unit)
+			for _, p := range peerNames {
+				fmt.Fprintf(&b, " %s |", ratioCell(m, p))
+			}
+			b.WriteString("\n")
+		}
 	}
 	if r.Cluster != nil {
 		b.WriteString("\n" + r.Cluster.headline())
+	}
+	if r.S3 != nil {
+		if l := r.S3.headline(); l != "" {
+			if len(r.Measures) > 0 || r.Cluster != nil {
+				b.WriteString("\n") // after a table or a line, not after the intro's blank line
+			}
+			b.WriteString(l)
+		}
 	}
 	if l := r.ceilingLine(); l != "" {
 		b.WriteString("\n" + l)
@@ -279,6 +310,16 @@ func (r *Report) mode() string {
 		}
 	}
 	return "default"
+}
+
+// only is the one scenario the run was limited to, "" for all.
+func (r *Report) only() string {
+	for _, s := range r.Settings {
+		if v, ok := strings.CutPrefix(s, "only: scenario "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Write writes the Markdown to dir/<date>-<host>.md and records the path.

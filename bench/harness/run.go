@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hubproxy/hubproxy/internal/hubtest"
@@ -44,7 +45,8 @@ type bench struct {
 	floorBin string
 }
 
-// Run starts the fake hub, hubproxy and nginx, runs every scenario, writes
+// Run starts the fake hub, hubproxy and nginx, runs every scenario (or
+// only cfg.Only's, with what it needs and nothing else), writes
 // the report into cfg.OutDir and stops everything it started, whether it
 // returns normally, with an error, on ctx's cancellation or by panicking.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
@@ -68,23 +70,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Groups = g.startedGroups()
 	}()
 
-	nginxBin, err := EnsureNginx(ctx, !cfg.NoInstall, log)
-	if err != nil {
-		return nil, err
-	}
-	rep.Machine.Nginx = nginxVersion(nginxBin)
-	var ariaBin string
-	if !cfg.NoAria2 {
-		ariaBin, err = EnsureAria2c(ctx, !cfg.NoInstall, log)
-		switch {
-		case err != nil && cfg.Mode == "quick":
-			// The smoke run may go without its peer; CI installs it.
-			fmt.Fprintf(log, "aria2c left out of scenario 1: %v\n", err)
-			ariaBin = ""
-		case err != nil:
-			return nil, fmt.Errorf("%w (or run with -no-aria2c)", err)
-		default:
-			rep.Machine.Aria2c = aria2Version(ariaBin)
+	all := cfg.Only == ""
+	var nginxBin, ariaBin string
+	if all {
+		nginxBin, err = EnsureNginx(ctx, !cfg.NoInstall, log)
+		if err != nil {
+			return nil, err
+		}
+		rep.Machine.Nginx = nginxVersion(nginxBin)
+		if !cfg.NoAria2 {
+			ariaBin, err = EnsureAria2c(ctx, !cfg.NoInstall, log)
+			switch {
+			case err != nil && cfg.Mode == "quick":
+				// The smoke run may go without its peer; CI installs it.
+				fmt.Fprintf(log, "aria2c left out of scenario 1: %v\n", err)
+				ariaBin = ""
+			case err != nil:
+				return nil, fmt.Errorf("%w (or run with -no-aria2c)", err)
+			default:
+				rep.Machine.Aria2c = aria2Version(ariaBin)
+			}
 		}
 	}
 	minioBin, err := EnsureMinio(ctx, cfg.MinioBin, cfg.ModuleDir, !cfg.NoInstall, log)
@@ -99,9 +104,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	floorBin, err := buildCmd(ctx, cfg.ModuleDir, work, "floorsrv")
-	if err != nil {
-		return nil, err
+	var floorBin string
+	if all {
+		if floorBin, err = buildCmd(ctx, cfg.ModuleDir, work, "floorsrv"); err != nil {
+			return nil, err
+		}
 	}
 
 	hub, err := hubtest.New(hubtest.Options{BandwidthPerConn: cfg.Bandwidth, Latency: cfg.Latency})
@@ -112,6 +119,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fmt.Fprintln(log, "generating synthetic models")
 	b := &bench{cfg: cfg, log: log, hub: hub, fx: addFixtures(hub, cfg), procs: g, work: work, hubproxyBin: hubproxyBin, floorBin: floorBin,
 		minio: &minio{bin: minioBin, procs: g, workDir: work}}
+	if !all {
+		rep.Settings = b.settings()
+		// One scenario: no peers, no ceiling; the report has its section.
+		if rep.S3, err = b.s3(ctx); err != nil {
+			return nil, err
+		}
+		return b.finish(rep)
+	}
 	b.hp = newHubproxy(g, work, hubproxyBin, hub.URL)
 	b.ng = newNginx(g, work, nginxBin, hub.URL, cfg.SliceSize, cfg.NginxWorkers)
 	b.targets = []target{b.hp, b.ng, &direct{url: hub.URL}}
@@ -144,12 +159,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, t := range b.targets {
 		t.stop()
 	}
+	// The S3 scenario starts its own hubproxy nodes and MinIO.
+	if rep.S3, err = b.s3(ctx); err != nil {
+		return nil, err
+	}
 	if rep.Cluster, err = b.cluster(ctx); err != nil {
 		return nil, err
 	}
+	return b.finish(rep)
+}
+
+// finish stamps the run's end on rep and writes it.
+func (b *bench) finish(rep *Report) (*Report, error) {
 	rep.Elapsed = time.Since(rep.Started)
 	rep.Machine.LoadEnd = loadAvg()
-	if err := rep.Write(cfg.OutDir); err != nil {
+	if err := rep.Write(b.cfg.OutDir); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -159,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func (b *bench) settings() []string {
 	c := b.cfg
 	mib := func(n int64) string { return fmt.Sprintf("%.4g MiB", float64(n)/float64(MiB)) }
-	return []string{
+	lines := []string{
 		"mode: " + c.Mode,
 		fmt.Sprintf("upstream: in-process fake hub (hub + CDN on loopback), %s/s per connection, %v added latency per request", mib(c.Bandwidth), c.Latency),
 		fmt.Sprintf("large model: %s (%d tensors of %s); herd file: %s, %d clients; sharded model: %d shards, %s in all, %d tensors each",
@@ -174,8 +198,23 @@ func (b *bench) settings() []string {
 		fmt.Sprintf("ceiling probes: %s written + fsynced into the caches' filesystem, hashed, and sent over one loopback connection", mib(c.CeilingSize)),
 		fmt.Sprintf("cluster (10): %d hubproxy nodes × %d clients each, released at once on one cold %s file (%s); nodes share through MinIO %s on loopback (one drive, in the run's temporary directory) or a file:// directory, or do not share; the one shared pod serves all %d clients",
 			c.ClusterNodes, c.ClusterClients, mib(b.fx.cluster.size), b.fx.cluster.repo, miniotest.Version, c.ClusterNodes*c.ClusterClients),
+		fmt.Sprintf("S3 API (11): hubproxy serve --s3-listen against MinIO %s on loopback (one drive, in the run's temporary directory) holding the same file; ranged GETs of %s at %s connections, %v each; raw unsigned HTTP/1.1 GETs, no SDK",
+			miniotest.Version, sizeName(c.S3RangeSize), andList(c.S3Conns), c.RangeDuration),
 		fmt.Sprintf("repetitions: %d; every cold measurement restarts the proxy with an empty cache (the cluster: every node and the store)", c.Reps),
 	}
+	if c.Only == "" {
+		return lines
+	}
+	// A run of one scenario describes only what that scenario uses.
+	var out []string
+	for _, l := range lines {
+		for _, p := range []string{"mode:", "upstream:", "large model:", "hubproxy:", "S3 API (11):", "repetitions:"} {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+			}
+		}
+	}
+	return append(out, "only: scenario "+c.Only)
 }
 
 // hubproxyUpstreamConns is hubproxy's default cap on concurrent upstream
@@ -235,4 +274,20 @@ func sizeString(n int64) string {
 		return strconv.FormatInt(n/KiB, 10) + "K"
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// andList is ns as a sentence says it: "8 and 16", "4, 8 and 16".
+func andList(ns []int) string {
+	var out string
+	for i, n := range ns {
+		switch {
+		case i == 0:
+		case i == len(ns)-1:
+			out += " and "
+		default:
+			out += ", "
+		}
+		out += strconv.Itoa(n)
+	}
+	return out
 }

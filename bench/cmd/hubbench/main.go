@@ -70,6 +70,9 @@ func run(args []string) error {
 	slice := fs.String("slice", sizeString(cfg.SliceSize), "nginx slice size")
 	fs.StringVar(&cfg.NginxWorkers, "nginx-workers", cfg.NginxWorkers, "nginx worker_processes")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check the sha256 of every full download")
+	fs.StringVar(&cfg.Only, "only", cfg.Only, "run one scenario alone: s3 (scenario 11, the S3 API against MinIO and the hub routes); default: all")
+	s3Range := fs.String("s3-range", sizeString(cfg.S3RangeSize), "ranged GET size of the S3 scenario (11)")
+	s3Conns := fs.String("s3-conns", joinInts(cfg.S3Conns), "comma-separated connection counts of the S3 scenario's ranged GETs")
 	fs.BoolVar(&cfg.NoInstall, "no-install", cfg.NoInstall, "never apt-get install nginx-light or aria2, nor build MinIO")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,13 +83,18 @@ func run(args []string) error {
 		dst  *int64
 	}{{"bandwidth", bw, &cfg.Bandwidth}, {"large", large, &cfg.LargeSize}, {"tensor", tensor, &cfg.TensorSize},
 		{"herd", herd, &cfg.HerdSize}, {"cluster-size", cluster, &cfg.ClusterSize}, {"slice", slice, &cfg.SliceSize}, {"small-range", small, &cfg.SmallRange},
-		{"big-range", big, &cfg.BigRange}, {"aria2c-split", ariaSplit, &cfg.Aria2Split}, {"ceiling-size", ceiling, &cfg.CeilingSize}} {
+		{"big-range", big, &cfg.BigRange}, {"aria2c-split", ariaSplit, &cfg.Aria2Split}, {"ceiling-size", ceiling, &cfg.CeilingSize}, {"s3-range", s3Range, &cfg.S3RangeSize}} {
 		n, err := parseSize(*s.v)
 		if err != nil {
 			return fmt.Errorf("-%s: %w", s.flag, err)
 		}
 		*s.dst = n
 	}
+	conns, err := parseInts(*s3Conns)
+	if err != nil {
+		return fmt.Errorf("-s3-conns: %w", err)
+	}
+	cfg.S3Conns = conns
 	cfg.Log = os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -132,4 +140,26 @@ func sizeString(n int64) string {
 		return strconv.FormatInt(n/harness.KiB, 10) + "KiB"
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// parseInts reads "8,16".
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q in %q (want e.g. 8,16)", f, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// joinInts is the flag default for ns.
+func joinInts(ns []int) string {
+	var fs []string
+	for _, n := range ns {
+		fs = append(fs, strconv.Itoa(n))
+	}
+	return strings.Join(fs, ",")
 }

@@ -38,3 +38,17 @@ func TestFlagsReachTheConfig(t *testing.T) {
 		t.Error("a bad size was accepted")
 	}
 }
+
+func TestParseInts(t *testing.T) {
+	if got, err := parseInts(joinInts([]int{8, 16})); err != nil || len(got) != 2 || got[0] != 8 || got[1] != 16 {
+		t.Errorf("parseInts(joinInts(8, 16)) = %v, %v", got, err)
+	}
+	if got, err := parseInts(" 4 , 32"); err != nil || len(got) != 2 || got[0] != 4 || got[1] != 32 {
+		t.Errorf("parseInts(\" 4 , 32\") = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "8,", "0", "-1", "x", "8;16"} {
+		if _, err := parseInts(bad); err == nil {
+			t.Errorf("parseInts(%q) succeeded", bad)
+		}
+	}
+}
