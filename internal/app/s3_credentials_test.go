@@ -193,3 +193,38 @@ func TestS3CredentialsFile(t *testing.T) {
 		t.Errorf("upstream never saw the mapped token: %q", seen)
 	}
 }
+
+// A credentials file others may read, or a malformed one, fails the start
+// with the key's name, rather than a first S3 request.
+func TestS3CredentialsFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		body string
+		mode os.FileMode
+		want string
+	}{
+		"readable by others": {"AKIATEAM secret hf_tok\n", 0o644, "chmod"},
+		"two words":          {"AKIATEAM secret\n", 0o600, ":1:"},
+		"missing":            {"", 0, "no such file"},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if c.mode != 0 {
+			if err := os.WriteFile(p, []byte(c.body), c.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, c.mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+		}
+		cfg := app.Config{Upstream: "http://127.0.0.1:1", CacheDir: t.TempDir(), S3CredentialsFile: p}
+		h, err := app.Build(cfg, nil)
+		if err == nil {
+			h.Close()
+			t.Errorf("%s: built", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), "s3-credentials-file") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want s3-credentials-file and %q", name, err, c.want)
+		}
+	}
+}
