@@ -57,11 +57,31 @@ $(MINIO):
 	GOBIN=$(CURDIR)/$(@D).tmp CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) install github.com/minio/minio@$(MINIO_VERSION)
 	rm -rf $(@D) && mv $(@D).tmp $(@D)
 
-# test is what CI runs (.ci/run): static checks, the npm client for the
-# end-to-end test, MinIO for the shared-store tests, then every Go test of
-# every module with -race.
-test: lint e2e-deps minio
-	HUBPROXY_MINIO=$(CURDIR)/$(MINIO) $(GO) test $(TEST_FLAGS) ./...
+# s5cmd, a real S3 client the S3 API's end-to-end test (test/e2e, TestS5cmd)
+# drives: built from the Go module proxy into .tools/ (git-ignored, cached by
+# version), never a dependency in go.mod. Its go.mod has replace directives,
+# which `go install pkg@version` refuses, so a throwaway module builds it.
+S5CMD_VERSION := v2.3.0
+S5CMD := .tools/s5cmd-$(S5CMD_VERSION)/s5cmd
+
+.PHONY: s5cmd
+s5cmd: $(S5CMD)
+
+$(S5CMD):
+	@echo "building s5cmd $(S5CMD_VERSION) for the S3 API's end-to-end test (once per version)"
+	rm -rf .tools/s5cmd-src
+	mkdir -p .tools/s5cmd-src
+	cd .tools/s5cmd-src && GOWORK=off GOFLAGS=-buildvcs=false $(GO) mod init x && \
+	  GOWORK=off GOFLAGS=-buildvcs=false $(GO) get github.com/peak/s5cmd/v2@$(S5CMD_VERSION) && \
+	  GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0 $(GO) build -o $(CURDIR)/$(S5CMD).tmp github.com/peak/s5cmd/v2
+	mv $(S5CMD).tmp $(S5CMD)
+	rm -rf .tools/s5cmd-src
+
+# test is what CI runs (.ci/run): static checks, the npm clients for the
+# end-to-end tests, MinIO for the shared-store tests and s5cmd for the S3
+# API's, then every Go test of every module with -race.
+test: lint e2e-deps minio s5cmd
+	HUBPROXY_MINIO=$(CURDIR)/$(MINIO) HUBPROXY_S5CMD=$(CURDIR)/$(S5CMD) $(GO) test $(TEST_FLAGS) ./...
 	@set -e; for m in $(TOOL_MODULES); do \
 	  echo "go test $(TEST_FLAGS) ./... (module $$m)"; \
 	  HUBPROXY_MINIO=$(CURDIR)/$(MINIO) $(GO) -C $$m test $(TEST_FLAGS) ./...; \

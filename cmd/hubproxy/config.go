@@ -72,6 +72,7 @@ var keyHelp = map[string]string{
 	"pins":                      "repos kept from eviction and prune, here and in the shared store: [datasets/]ns/name[@rev]; 'hubproxy cache pin' adds to the cache's own list",
 	"allow-repos":               "serve only repos matching one of these patterns, e.g. Qwen/*,datasets/org/*; empty: every repo",
 	"deny-repos":                "never serve repos matching these patterns (wins over allow-repos)",
+	"s3-credentials-file":       "file of S3 access keys, one per line: ACCESS_KEY_ID SECRET HUB_TOKEN (- for anonymous); signatures of these keys are verified; must not be readable by others",
 	"client-tokens-file":        "file of accepted caller tokens, one per line; callers must send one as Authorization: Bearer",
 	"public-url":                "externally visible base URL, for pagination links (default: from each request's Host)",
 	"offline":                   "serve only from the cache; never contact upstream",

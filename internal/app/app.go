@@ -55,6 +55,11 @@ type Config struct {
 	Upstream      string   `mapstructure:"upstream"`
 	UpstreamToken string   `mapstructure:"upstream-token"`
 	RedirectHosts []string `mapstructure:"redirect-hosts"`
+	// S3CredentialsFile, when set, names the S3 access keys whose SigV4
+	// signatures the S3 API verifies, each mapped to the Hub token its
+	// requests are made with (internal/s3api's readCredentials has the
+	// format); without it only Hub tokens (hf_…) and anonymous callers.
+	S3CredentialsFile string `mapstructure:"s3-credentials-file"`
 	// AllowRepos and DenyRepos narrow the repos served (path.Match
 	// patterns on "ns/name", "datasets/ns/name"); deny wins. Empty allows all.
 	AllowRepos []string `mapstructure:"allow-repos"`
@@ -439,12 +444,20 @@ func Build(cfg Config, log *slog.Logger) (*Handlers, error) {
 		Pprof:     cfg.Pprof,
 		Logger:    log.With("component", "admin"),
 	})
+	// The credentials file is read even when s3-listen is off, so a bad
+	// one fails the start it would fail later, not a first S3 request.
+	s3auth, err := s3api.NewAuthenticator(s3api.AuthOptions{CredentialsFile: cfg.S3CredentialsFile})
+	if err != nil {
+		cleanup.run()
+		return nil, err
+	}
 	s3 := chi.NewMux()
 	srv.Plumbing(s3)
 	s3.Handle("/*", s3api.New(s3api.Options{
 		Files:     files,
 		API:       api,
 		Admission: admission,
+		Auth:      s3auth,
 		Logger:    log.With("component", "s3"),
 	}))
 	return &Handlers{Main: srv, Admin: adm, S3: s3, Close: cleanup.run, Metrics: reg, Fatal: fatal.c}, nil
@@ -499,6 +512,7 @@ var (
 	_ s3api.Files                = (*repofs.FS)(nil)
 	_ s3api.API                  = (*repoapi.Service)(nil)
 	_ s3api.Admission            = (*server.Admission)(nil)
+	_ s3api.CallerAuth           = (*s3api.Authenticator)(nil)
 	_ tensor.Files[*repofs.File] = (*repofs.FS)(nil)
 	_ tensor.RangeReader         = (*repofs.File)(nil) // sparse reads (column shards) bypass block fills
 )

@@ -12,16 +12,6 @@ import (
 	"github.com/hubproxy/hubproxy/internal/resolver"
 )
 
-// CallerError is a request whose credentials cannot name a caller: a
-// malformed Authorization, an access key that is not a Hub token. Its
-// message is safe to show.
-type CallerError struct {
-	Code   string // "AuthorizationHeaderMalformed", "InvalidAccessKeyId", "SignatureDoesNotMatch"
-	Reason string
-}
-
-func (e *CallerError) Error() string { return e.Code + ": " + e.Reason }
-
 // admissionError is a caller or repo this hubproxy's admission rules
 // (client-tokens-file, allow-repos, deny-repos) refuse.
 type admissionError struct{ err error }
@@ -37,7 +27,7 @@ func toS3(err error) *Error {
 	var (
 		e   *Error
 		ke  *KeyError
-		ae  *CallerError
+		ae  *AuthError
 		adm *admissionError
 		ie  *hub.InvalidError
 		se  *fetch.StatusError
@@ -48,7 +38,10 @@ func toS3(err error) *Error {
 	case errors.As(err, &ke):
 		return &Error{Code: ke.Code, Message: ke.Error()}
 	case errors.As(err, &ae):
-		return &Error{Code: ae.Code, Message: ae.Reason}
+		// The Authenticator's refusals carry the status S3 answers each
+		// with (RequestTimeTooSkewed is a 403, XAmzContentSHA256Mismatch a
+		// 400), which SDKs read to decide whether to re-sign and retry.
+		return &Error{Code: ae.Code, Message: ae.Message, Status: ae.Status}
 	case errors.As(err, &adm):
 		return &Error{Code: "AccessDenied", Message: adm.Error()}
 	case errors.As(err, &ie):

@@ -45,7 +45,8 @@ func TestToS3(t *testing.T) {
 		{cache.ErrUncacheable, "InternalError"},
 		{&fetch.ProtocolError{URL: "u", Reason: "r"}, "InternalError"},
 		{fetch.ErrLoop, "InternalError"},
-		{&CallerError{Code: "InvalidAccessKeyId", Reason: "r"}, "InvalidAccessKeyId"},
+		{authErr("InvalidAccessKeyId", http.StatusForbidden, "r"), "InvalidAccessKeyId"},
+		{authErr("SignatureDoesNotMatch", http.StatusForbidden, "r"), "SignatureDoesNotMatch"},
 		{&Error{Code: "InvalidRange", Message: "m"}, "InvalidRange"},
 		{errors.New("open /var/cache/hubproxy/secret: permission denied"), "InternalError"},
 	} {

@@ -23,6 +23,9 @@ type Error struct {
 	// ContentRange is Content-Range on the answer: "bytes */size" on an
 	// InvalidRange, as S3 sends it.
 	ContentRange string
+	// Status, when not 0, is the answer's HTTP status, for codes whose
+	// status is the deciding party's (an AuthError's); else statusFor(Code).
+	Status int
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -57,7 +60,10 @@ func statusFor(code string) int {
 func WriteError(w http.ResponseWriter, r *http.Request, err error, resource, requestID string) {
 	e := toS3(err)
 	body := errorBody{Code: e.Code, Message: e.Message, Resource: resource, RequestID: requestID}
-	status := statusFor(body.Code)
+	status := e.Status
+	if status == 0 {
+		status = statusFor(body.Code)
+	}
 	h := w.Header()
 	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges"} {
 		h.Del(k)

@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +24,11 @@ func TestWriteError(t *testing.T) {
 		{keyErr, "InvalidArgument", http.StatusBadRequest, true},
 		{bucketErr, "NoSuchBucket", http.StatusNotFound, true},
 		{errors.New("disk /var/cache/secret full"), "InternalError", http.StatusInternalServerError, false},
+		// An AuthError's status is its own, even for codes statusFor
+		// does not know.
+		{authErr("RequestTimeTooSkewed", http.StatusForbidden, "the difference is too large"), "RequestTimeTooSkewed", http.StatusForbidden, true},
+		{authErr("XAmzContentSHA256Mismatch", http.StatusBadRequest, "mismatch"), "XAmzContentSHA256Mismatch", http.StatusBadRequest, true},
+		{fmt.Errorf("s3: %w", authErr("SignatureDoesNotMatch", http.StatusForbidden, "no match")), "SignatureDoesNotMatch", http.StatusForbidden, true},
 	}
 	for _, c := range cases {
 		rec := httptest.NewRecorder()

@@ -2,7 +2,6 @@ package s3api
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -173,38 +172,5 @@ func TestPreconditions(t *testing.T) {
 	h := http.Header{"If-Modified-Since": {at}}
 	if got := preconditions(h, "e", time.Time{}); got != 0 {
 		t.Errorf("without a date, If-Modified-Since decided %d", got)
-	}
-}
-
-func TestTokenAuth(t *testing.T) {
-	req := func(auth, query string) *http.Request {
-		r := httptest.NewRequest("GET", "/models/org/m/x?"+query, nil)
-		if auth != "" {
-			r.Header.Set("Authorization", auth)
-		}
-		return r
-	}
-	sig := "AWS4-HMAC-SHA256 Credential=%s/20250101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc"
-	for _, c := range []struct {
-		r    *http.Request
-		auth string // the caller's Authorization upstream; "" anonymous
-		code string // the error's code
-	}{
-		{req("", ""), "", ""},
-		{req(strings.Replace(sig, "%s", "hf_abc", 1), ""), "Bearer hf_abc", ""},
-		{req("", "X-Amz-Credential=hf_xyz%2F20250101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=00"), "Bearer hf_xyz", ""},
-		{req(strings.Replace(sig, "%s", "AKIAEXAMPLE", 1), ""), "", "InvalidAccessKeyId"},
-		{req("Bearer hf_abc", ""), "", "AuthorizationHeaderMalformed"},
-		{req("AWS4-HMAC-SHA256 Signature=abc", ""), "", "AuthorizationHeaderMalformed"},
-		{req("", "X-Amz-Credential=hf_xyz"), "", "AuthorizationHeaderMalformed"},
-	} {
-		caller, err := TokenAuth{}.Caller(c.r)
-		code := ""
-		if err != nil {
-			code = toS3(err).Code
-		}
-		if caller.Auth() != c.auth || code != c.code {
-			t.Errorf("%q %q: caller %q, error %v; want %q %q", c.r.Header.Get("Authorization"), c.r.URL.RawQuery, caller.Auth(), err, c.auth, c.code)
-		}
 	}
 }

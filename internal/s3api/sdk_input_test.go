@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/hubproxy/hubproxy/internal/app"
@@ -80,9 +81,9 @@ func TestS3BadInput(t *testing.T) {
 		{"GET", "/models?versioning", nil, "NotImplemented", 501},
 		{"GET", "/models?uploads", nil, "NotImplemented", 501},
 		{"OPTIONS", "/models/org/model/config.json", nil, "MethodNotAllowed", 405},
-		{"GET", "/models/org/model/config.json", []string{"Authorization", "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"}, "InvalidAccessKeyId", 403},
-		{"GET", "/models/org/model/config.json?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20250101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=00", nil, "InvalidAccessKeyId", 403},
-		{"GET", "/models/org/model/config.json", []string{"Authorization", "AWS AKIAIOSFODNN7EXAMPLE:c2ln"}, "AuthorizationHeaderMalformed", 400},
+		{"GET", "/models/org/model/config.json", []string{"Authorization", "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"}, "AuthorizationHeaderMalformed", 400}, // no X-Amz-Date
+		{"GET", "/models/org/model/config.json?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20250101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=00", nil, "AuthorizationQueryParametersError", 400},
+		{"GET", "/models/org/model/config.json", []string{"Authorization", "AWS AKIAIOSFODNN7EXAMPLE:c2ln"}, "InvalidRequest", 400},
 		{"GET", "/models/org/model/config.json", []string{"Authorization", "AWS4-HMAC-SHA256 SignedHeaders=host, Signature=00"}, "AuthorizationHeaderMalformed", 400},
 		{"GET", "/models/org/model/config.json", []string{"Authorization", "AWS4-HMAC-SHA256 Credential=hf_x, Signature=00"}, "AuthorizationHeaderMalformed", 400},
 	} {
@@ -118,6 +119,11 @@ func TestS3BadInput(t *testing.T) {
 	wantCode(t, "DeleteObject", err, "NotImplemented", http.StatusNotImplemented)
 	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("spaces")})
 	wantCode(t, "CreateBucket", err, "NotImplemented", http.StatusNotImplemented)
+	// A well-signed request of a key this hubproxy does not know.
+	unknown := s3.New(s3.Options{BaseEndpoint: aws.String(e.S3.URL), UsePathStyle: true, Region: "us-east-1", RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "")})
+	_, err = unknown.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: aws.String("org/model/config.json")})
+	wantCode(t, "unknown access key", err, "InvalidAccessKeyId", http.StatusForbidden)
 	// A huge max-keys is capped, as S3 caps it.
 	out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("models"), Prefix: aws.String("org/model/"), MaxKeys: aws.Int32(1 << 30)})
 	if err != nil || aws.ToInt32(out.MaxKeys) != 1000 || len(out.Contents) != len(modelFiles()) {

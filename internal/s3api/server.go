@@ -41,11 +41,12 @@ type Admission interface {
 	Repo(repo hub.Repo) error
 }
 
-// CallerAuth names the caller of an S3 request: TokenAuth, or a verifier
-// of real signatures. A refusal is a *CallerError (or an *Error), which
-// toS3 answers with its code; anything else is an InternalError. It is
-// named apart from any Authenticator type, so an implementation may live
-// in this package.
+// CallerAuth names the caller of an S3 request: an *Authenticator in
+// production, which verifies SigV4 signatures it holds the secret of. A
+// refusal is an *AuthError (or an *Error), which toS3 answers with its code
+// and status; anything else is an InternalError. Only the hub.Caller it
+// returns goes on: the request's own Authorization header or presigned
+// query never reaches the core, so never the Hub.
 type CallerAuth interface {
 	Caller(r *http.Request) (hub.Caller, error)
 }
@@ -57,8 +58,8 @@ type Options struct {
 	// Admission narrows who may read what, as on the hub routes; nil
 	// admits everything (the Hub still decides each caller's access).
 	Admission Admission
-	// Auth names callers; nil is TokenAuth, which takes a Hub token from
-	// the access key id and checks no signature.
+	// Auth names callers; nil is an Authenticator without a credentials
+	// file: anonymous, Bearer and Hub-token (hf_…) access keys only.
 	Auth CallerAuth
 	// Region is what GetBucketLocation and HeadBucket report; "" is
 	// us-east-1, the region SDKs sign for when told none.
@@ -77,7 +78,7 @@ type Handler struct {
 // New returns the S3 API's handler.
 func New(opts Options) *Handler {
 	if opts.Auth == nil {
-		opts.Auth = TokenAuth{}
+		opts.Auth = &Authenticator{now: time.Now}
 	}
 	if opts.Region == "" {
 		opts.Region = "us-east-1"

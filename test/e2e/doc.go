@@ -8,6 +8,10 @@
 // checks from the fake hub's counters that nothing bypassed the proxy and that
 // the second run was served from the cache.
 //
+// The S3 API has two real clients here: the npm package @aws-sdk/client-s3,
+// driven by s3client.mjs (s3_test.go), and the s5cmd binary that `make s5cmd`
+// builds and `make test` names in HUBPROXY_S5CMD (s5cmd_test.go).
+//
 // Running it needs node (>= 20) on PATH; node_modules is installed with
 // `npm ci` on first use when it is missing.
 package e2e

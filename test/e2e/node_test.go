@@ -16,9 +16,10 @@ import (
 	"time"
 )
 
-// nodePackage is the npm package the client drives; its node_modules folder
-// tells whether `npm ci` already ran.
-const nodePackage = "node_modules/@huggingface/hub/package.json"
+// nodePackages are the npm packages the clients drive (client.mjs,
+// s3client.mjs); their folders in node_modules tell whether `npm ci` already
+// ran, and with today's package.json.
+var nodePackages = []string{"@huggingface/hub", "@aws-sdk/client-s3"}
 
 // requireNode returns the path of the node binary, failing (never skipping)
 // when it is missing: a skipped e2e test reads as green in CI.
@@ -26,43 +27,55 @@ func requireNode(t *testing.T) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatalf("node is not on PATH (%v): the e2e test needs node >= 20 and npm to run the real @huggingface/hub client; install them (e.g. apt-get install nodejs npm) and run again", err)
+		t.Fatalf("node is not on PATH (%v): the e2e tests need node >= 20 and npm to run the real @huggingface/hub and @aws-sdk/client-s3 clients; install them (e.g. apt-get install nodejs npm) and run again", err)
 	}
 	return node
 }
 
-// ensureNodeModules runs `npm ci` in dir when the pinned package is not
-// installed, or another version is. package-lock.json pins @huggingface/hub
-// exactly, so the install is reproducible.
+// ensureNodeModules runs `npm ci` in dir when a pinned package is not
+// installed, or another version is. package.json pins each exactly and
+// package-lock.json the rest, so the install is reproducible.
 func ensureNodeModules(ctx context.Context, t *testing.T, dir string) {
 	t.Helper()
-	want, err := pinnedVersion(filepath.Join(dir, "package.json"))
+	stale := func() (string, error) {
+		for _, name := range nodePackages {
+			want, err := pinnedVersion(filepath.Join(dir, "package.json"), name)
+			if err != nil {
+				return "", err
+			}
+			got, err := installedVersion(filepath.Join(dir, "node_modules", name, "package.json"))
+			if err != nil || got != want {
+				return fmt.Sprintf("%s %s wanted, installed: %q (%v)", name, want, got, err), nil
+			}
+		}
+		return "", nil
+	}
+	why, err := stale()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := installedVersion(filepath.Join(dir, nodePackage))
-	if err == nil && got == want {
+	if why == "" {
 		return
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Fatalf("%s is missing and npm is not on PATH (%v): run `npm ci` in %s", nodePackage, err, dir)
+		t.Fatalf("%s, and npm is not on PATH (%v): run `npm ci` in %s", why, err, dir)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	t.Logf("@huggingface/hub %s wanted, installed: %q (%v); running npm ci in %s", want, got, err, dir)
+	t.Logf("%s; running npm ci in %s", why, dir)
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
 	cmd.Dir = dir
 	if err := runStreaming(ctx, t, cmd, "npm"); err != nil {
 		t.Fatalf("npm ci: %v", err)
 	}
-	if got, err := installedVersion(filepath.Join(dir, nodePackage)); err != nil || got != want {
-		t.Fatalf("after npm ci, @huggingface/hub is %q (%v); package.json pins %s", got, err, want)
+	if why, err := stale(); err != nil || why != "" {
+		t.Fatalf("after npm ci: %s %v", why, err)
 	}
 }
 
-// pinnedVersion is the exact @huggingface/hub version package.json asks for.
-func pinnedVersion(packageJSON string) (string, error) {
+// pinnedVersion is the exact version of package name that package.json asks for.
+func pinnedVersion(packageJSON, name string) (string, error) {
 	b, err := os.ReadFile(packageJSON)
 	if err != nil {
 		return "", err
@@ -73,9 +86,9 @@ func pinnedVersion(packageJSON string) (string, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return "", fmt.Errorf("%s: %w", packageJSON, err)
 	}
-	v := p.Dependencies["@huggingface/hub"]
+	v := p.Dependencies[name]
 	if v == "" || strings.ContainsAny(v, "^~<>=* ") {
-		return "", fmt.Errorf("%s must pin @huggingface/hub to an exact version, has %q", packageJSON, v)
+		return "", fmt.Errorf("%s must pin %s to an exact version, has %q", packageJSON, name, v)
 	}
 	return v, nil
 }

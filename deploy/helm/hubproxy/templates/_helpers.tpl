@@ -108,6 +108,9 @@ spends GPU memory and deletes cache data.
 {{- if hasPrefix "file://" $store }}{{ trimSuffix "/" (trimPrefix "file://" $store) | default "/" }}{{ end }}
 {{- end }}
 
+{{/* Where s3Credentials is mounted; HUBPROXY_S3_CREDENTIALS_FILE names the file in it. */}}
+{{- define "hubproxy.s3CredentialsDir" -}}/etc/hubproxy-s3-credentials{{- end }}
+
 {{/* Where sharedStore.secret is mounted; HUBPROXY_SHARED_STORE_SECRET_FILE names the file in it. */}}
 {{- define "hubproxy.storeSecretDir" -}}/etc/hubproxy-store-secret{{- end }}
 
@@ -182,6 +185,9 @@ what to change.
 {{- end }}
 {{- if and $v.sharedStore.credentials.existingSecret (not (hasPrefix "s3://" (toString (index $v.config "shared-store" | default "")))) }}
 {{- fail "sharedStore.credentials.existingSecret is set but config.shared-store is not an s3:// URL" }}
+{{- end }}
+{{- if and $v.s3Credentials.existingSecret (index $v.config "s3-credentials-file") }}
+{{- fail "s3Credentials.existingSecret and config.s3-credentials-file are both set; the chart mounts the Secret and names its file itself: set one" }}
 {{- end }}
 {{- $sealSecret := $v.sharedStore.secret.existingSecret }}
 {{- $sealFile := toString (index $v.config "shared-store-secret-file" | default "") }}
@@ -285,6 +291,10 @@ CMD, so they start with the subcommand.
     - name: HUBPROXY_SHARED_STORE_SECRET_FILE
       value: {{ include "hubproxy.storeSecretDir" $root }}/secret
     {{- end }}
+    {{- if $v.s3Credentials.existingSecret }}
+    - name: HUBPROXY_S3_CREDENTIALS_FILE
+      value: {{ include "hubproxy.s3CredentialsDir" $root }}/credentials
+    {{- end }}
     {{- if $caSource }}
     - name: SSL_CERT_FILE
       value: {{ include "hubproxy.caBundleDir" $root }}/ca.crt
@@ -352,6 +362,11 @@ CMD, so they start with the subcommand.
       mountPath: {{ include "hubproxy.storeSecretDir" $root }}
       readOnly: true
     {{- end }}
+    {{- if $v.s3Credentials.existingSecret }}
+    - name: s3-credentials
+      mountPath: {{ include "hubproxy.s3CredentialsDir" $root }}
+      readOnly: true
+    {{- end }}
     {{- with $v.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -403,6 +418,16 @@ CMD, so they start with the subcommand.
     items:
       - key: {{ $v.sharedStore.secret.key }}
         path: secret
+{{- end }}
+{{- if $v.s3Credentials.existingSecret }}
+{{- /* 0400: hubproxy refuses a credentials file others may read; fsGroup adds group read. */}}
+- name: s3-credentials
+  secret:
+    secretName: {{ $v.s3Credentials.existingSecret }}
+    defaultMode: 0400
+    items:
+      - key: {{ $v.s3Credentials.key }}
+        path: credentials
 {{- end }}
 {{- with $v.extraVolumes }}
 {{ toYaml . }}
