@@ -16,7 +16,6 @@ import (
 // nothing imports the test fake (hubtest) but tests and benchmarks.
 var allowedImports = map[string][]string{
 	"hub":                   nil,
-	"s3api":                 {"hub"},
 	"bytesize":              nil,
 	"header":                nil,
 	"cache/ranges":          nil,
@@ -39,13 +38,14 @@ var allowedImports = map[string][]string{
 	"flight":                nil,
 	"server":                {"hub", "fetch", "cache", "resolver", "repofs", "repoapi", "tensor", "metrics", "secret"},
 	"admin":                 {"hub", "tensor", "gpu", "metrics", "secret", "server"},
+	"s3api":                 {"hub", "fetch", "cache", "resolver", "repofs", "repoapi"},
 	"sharedstore":           {"secret"},
 	"secret":                nil,
 	"netlimit":              nil,
 	"sharedstore/miniotest": {"child"},
 	"child":                 nil,
-	"sharedfill":            {"hub", "sharedstore", "breaker"},
-	"app":                   {"repoapi", "hub", "fetch", "cache", "resolver", "repofs", "tensor", "gpu", "metrics", "server", "admin", "dirhub", "inproc", "sharedstore", "sharedfill"},
+	"sharedfill":            {"hub", "sharedstore", "breaker", "flight"},
+	"app":                   {"repoapi", "hub", "fetch", "cache", "resolver", "repofs", "tensor", "gpu", "metrics", "server", "s3api", "admin", "dirhub", "inproc", "sharedstore", "sharedfill"},
 }
 
 // TestPackagesImportOnlyDownward reads every internal package's imports
