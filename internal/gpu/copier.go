@@ -202,7 +202,7 @@ func (c *Copier) Devices() ([]Device, error) {
 	out := make([]Device, len(c.devs))
 	for i, d := range c.devs {
 		out[i] = Device{Index: i, Name: d.name, UUID: d.id.uuid, PCIBusID: d.id.pciBusID, NUMANode: d.id.numaNode,
-			Handover: d.handover(), GranularityBytes: d.gran.Load(), TotalBytes: d.total, FreeBytes: -1, HeadroomBytes: d.headroom}
+			Handover: d.handover(), GPUDirectRDMA: d.id.rdma, GranularityBytes: d.gran.Load(), TotalBytes: d.total, FreeBytes: -1, HeadroomBytes: d.headroom}
 		if done, err := c.hold(d, false); err == nil {
 			if d.attached.Load() {
 				free, _, err := c.drv.memInfo(i)

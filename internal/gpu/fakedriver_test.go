@@ -77,6 +77,7 @@ type fakeConfig struct {
 	granularity int64 // allocation granularity; default 64 KiB (the real 2 MiB makes tests slow, not different)
 	ctxOverhead int64 // device memory an attached context takes; default 0
 	noVMM       bool  // the driver has no VMM API: Handover falls back to IPC
+	rdma        bool  // VMM allocations are GPUDirect RDMA capable
 	numa        []int // host NUMA node per device; default -1 for all
 }
 
@@ -434,7 +435,7 @@ func (f *fakeDriver) identify(dev int) (deviceID, error) {
 	if dev < len(f.cfg.numa) {
 		node = f.cfg.numa[dev]
 	}
-	return deviceID{uuid: fakeUUID(dev), pciBusID: fakePCI(dev), numaNode: node, vmm: !f.cfg.noVMM}, nil
+	return deviceID{uuid: fakeUUID(dev), pciBusID: fakePCI(dev), numaNode: node, vmm: !f.cfg.noVMM, rdma: f.cfg.rdma && !f.cfg.noVMM}, nil
 }
 
 func (f *fakeDriver) attach(dev, streams, events int) error {
