@@ -71,18 +71,21 @@ type StagedTensor struct {
 // maps Bytes bytes on the device named DeviceUUID, and from then on owns
 // its own reference to the memory.
 type StageResponse struct {
-	Lease      string         `json:"lease"`
-	Device     int            `json:"device"`
-	DeviceUUID string         `json:"device_uuid"`
-	Handover   string         `json:"handover"`             // "fd" or "ipc"
-	IPCHandle  string         `json:"ipc_handle,omitempty"` // "ipc": base64 of the 64-byte CUipcMemHandle
-	Held       bool           `json:"held"`
-	Bytes      int64          `json:"bytes"` // the allocation: a multiple of the device's granularity
-	Seconds    float64        `json:"seconds"`
-	GBps       float64        `json:"gbps"`
-	Expires    *time.Time     `json:"expires,omitempty"` // absent for a held lease
-	Commit     string         `json:"commit"`
-	Tensors    []StagedTensor `json:"tensors"`
+	Lease      string `json:"lease"`
+	Device     int    `json:"device"`
+	DeviceUUID string `json:"device_uuid"`
+	Handover   string `json:"handover"`             // "fd" or "ipc"
+	IPCHandle  string `json:"ipc_handle,omitempty"` // "ipc": base64 of the 64-byte CUipcMemHandle
+	// GPUDirectRDMACapable: "fd" memory allocated with
+	// gpuDirectRDMACapable, so the consumer may register it with a NIC.
+	GPUDirectRDMACapable bool           `json:"gpu_direct_rdma_capable"`
+	Held                 bool           `json:"held"`
+	Bytes                int64          `json:"bytes"` // the allocation: a multiple of the device's granularity
+	Seconds              float64        `json:"seconds"`
+	GBps                 float64        `json:"gbps"`
+	Expires              *time.Time     `json:"expires,omitempty"` // absent for a held lease
+	Commit               string         `json:"commit"`
+	Tensors              []StagedTensor `json:"tensors"`
 }
 
 const maxStageBody = 1 << 20
@@ -175,6 +178,7 @@ func (a *admin) stage(w http.ResponseWriter, r *http.Request) {
 	}
 	out.Lease, out.Device, out.DeviceUUID, out.Bytes = lease.ID, lease.Device, lease.DeviceUUID, lease.Bytes
 	out.Handover, out.Held, out.Expires = lease.Handover.String(), lease.Held, expires(*lease)
+	out.GPUDirectRDMACapable = lease.GPUDirectRDMA
 	if lease.Handover == gpu.HandoverIPC {
 		out.IPCHandle = base64.StdEncoding.EncodeToString(lease.IPCHandle)
 	}

@@ -202,7 +202,7 @@ func (c *Copier) Devices() ([]Device, error) {
 	out := make([]Device, len(c.devs))
 	for i, d := range c.devs {
 		out[i] = Device{Index: i, Name: d.name, UUID: d.id.uuid, PCIBusID: d.id.pciBusID, NUMANode: d.id.numaNode,
-			Handover: d.handover(), GranularityBytes: d.gran.Load(), TotalBytes: d.total, FreeBytes: -1, HeadroomBytes: d.headroom}
+			Handover: d.handover(), GPUDirectRDMA: d.id.rdma, GranularityBytes: d.gran.Load(), TotalBytes: d.total, FreeBytes: -1, HeadroomBytes: d.headroom}
 		if done, err := c.hold(d, false); err == nil {
 			if d.attached.Load() {
 				free, _, err := c.drv.memInfo(i)
@@ -283,6 +283,10 @@ func (c *Copier) abortOnFault(d *devState, cancel context.CancelCauseFunc) func(
 	return context.AfterFunc(life, func() { cancel(context.Cause(life)) })
 }
 
+// legacyGranularity is cuMemAlloc's block size, the granularity of a
+// device without VMM.
+const legacyGranularity = 2 << 20
+
 func (c *Copier) attach(d *devState) error {
 	d.attachMu.Lock()
 	defer d.attachMu.Unlock()
@@ -297,7 +301,14 @@ func (c *Copier) attach(d *devState) error {
 	if d.gran.Load() == 0 {
 		g, err := c.drv.granularity(d.index)
 		if err != nil {
-			return err
+			if d.id.vmm {
+				return err
+			}
+			// cuMemGetAllocationGranularity describes VMM allocations; a
+			// device without VMM may refuse it, and its leases are
+			// cuMemAlloc memory, whose blocks are 2 MiB.
+			c.opts.Logger.Debug("gpu: no VMM granularity; using cuMemAlloc's 2 MiB", "device", d.index, "err", err)
+			g = legacyGranularity
 		}
 		d.gran.Store(max(g, 1))
 	}

@@ -36,6 +36,9 @@ type cudaDriver struct {
 	mu sync.RWMutex
 	// Guarded by mu: attached devices, indexed by ordinal.
 	devs []*cudaDevice
+	// rdma: the device's VMM allocations are made GPUDirect RDMA capable
+	// (identify found the attribute). Guarded by mu.
+	rdma []bool
 }
 
 // cudaDevice holds one attached device's C handles.
@@ -70,6 +73,7 @@ func openDriver(path, sysfs string) (driver, error) {
 	}
 	drv.n = int(n)
 	drv.devs = make([]*cudaDevice, drv.n)
+	drv.rdma = make([]bool, drv.n)
 	return drv, nil
 }
 
@@ -126,7 +130,7 @@ func (c *cudaDriver) deviceTotal(dev int) (int64, error) {
 func (c *cudaDriver) identify(dev int) (deviceID, error) {
 	id := deviceID{numaNode: -1}
 	var uuid [16]C.uchar
-	var ok, vmm C.int
+	var ok, vmm, rdma C.int
 	if err := c.check(C.hp_device_uuid(c.d, C.int(dev), &uuid[0], &ok)); err != nil {
 		return id, err
 	}
@@ -145,10 +149,13 @@ func (c *cudaDriver) identify(dev int) (deviceID, error) {
 		id.pciBusID = p
 		id.numaNode = sysfsNUMANode(c.sysfs, p)
 	}
-	if err := c.check(C.hp_device_vmm(c.d, C.int(dev), &vmm)); err != nil {
+	if err := c.check(C.hp_device_vmm(c.d, C.int(dev), &vmm, &rdma)); err != nil {
 		return id, err
 	}
-	id.vmm = vmm != 0
+	id.vmm, id.rdma = vmm != 0, rdma != 0
+	c.mu.Lock()
+	c.rdma[dev] = id.rdma
+	c.mu.Unlock()
 	return id, nil
 }
 
@@ -264,7 +271,7 @@ func (c *cudaDriver) granularity(dev int) (int64, error) {
 		return 0, err
 	}
 	var g C.size_t
-	if err := c.check(C.hp_granularity(c.d, cd.ctx, C.int(dev), &g)); err != nil {
+	if err := c.check(C.hp_granularity(c.d, cd.ctx, C.int(dev), c.rdmaFlag(dev), &g)); err != nil {
 		return 0, err
 	}
 	return int64(g), nil
@@ -277,10 +284,19 @@ func (c *cudaDriver) vmmAlloc(dev int, n int64) (vmem, error) {
 	}
 	var p C.CUdeviceptr
 	var h C.CUmemGenericAllocationHandle
-	if err := c.check(C.hp_vmm_alloc(c.d, cd.ctx, C.int(dev), C.size_t(n), &p, &h)); err != nil {
+	if err := c.check(C.hp_vmm_alloc(c.d, cd.ctx, C.int(dev), c.rdmaFlag(dev), C.size_t(n), &p, &h)); err != nil {
 		return vmem{}, err
 	}
 	return vmem{ptr: uint64(p), handle: uint64(h), size: n}, nil
+}
+
+func (c *cudaDriver) rdmaFlag(dev int) C.int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if dev >= 0 && dev < len(c.rdma) && c.rdma[dev] {
+		return 1
+	}
+	return 0
 }
 
 func (c *cudaDriver) vmmFree(dev int, m vmem) error {

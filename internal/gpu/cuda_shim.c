@@ -374,15 +374,20 @@ int hp_has_vmm(hp_driver *d) {
 	       d->cuMemAddressFree && d->cuMemMap && d->cuMemUnmap && d->cuMemSetAccess && d->cuMemExportToShareableHandle;
 }
 
-hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm) {
+// hp_device_vmm reports VMM with POSIX descriptors, and whether such
+// allocations may be made GPUDirect RDMA capable (an attribute older
+// drivers may not know: its failure means no).
+hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm, int *rdma) {
 	CUdevice dev;
 	int a = 0, b = 0;
 	*vmm = 0;
+	*rdma = 0;
 	if (!hp_has_vmm(d)) return HP_RES(0, 0);
 	HP_TRY(d->cuDeviceGet(&dev, ordinal), HP_cuDeviceGet);
 	HP_TRY(d->cuDeviceGetAttribute(&a, HP_ATTR_VMM, dev), HP_cuDeviceGetAttribute);
 	HP_TRY(d->cuDeviceGetAttribute(&b, HP_ATTR_POSIX_FD, dev), HP_cuDeviceGetAttribute);
 	*vmm = a && b;
+	if (*vmm && d->cuDeviceGetAttribute(&a, HP_ATTR_RDMA_VMM, dev) == 0) *rdma = a != 0;
 	return HP_RES(0, 0);
 }
 
@@ -407,28 +412,29 @@ hp_res hp_ctx_sync(hp_driver *d, CUcontext ctx) {
 	return HP_RES(0, 0);
 }
 
-static CUmemAllocationProp hp_prop(int ordinal) {
+static CUmemAllocationProp hp_prop(int ordinal, int rdma) {
 	CUmemAllocationProp p;
 	memset(&p, 0, sizeof p);
 	p.type = HP_MEM_ALLOCATION_TYPE_PINNED;
 	p.requestedHandleTypes = HP_MEM_HANDLE_TYPE_POSIX_FD;
 	p.location.type = HP_MEM_LOCATION_TYPE_DEVICE;
 	p.location.id = ordinal;
+	p.allocFlags.gpuDirectRDMACapable = rdma != 0; // so consumers can register the weights with a NIC
 	return p;
 }
 
-hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, size_t *g) {
+hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t *g) {
 	*g = HP_DEFAULT_GRANULARITY;
 	if (d->cuMemGetAllocationGranularity == NULL) return HP_RES(0, 0);
-	CUmemAllocationProp p = hp_prop(ordinal);
+	CUmemAllocationProp p = hp_prop(ordinal, rdma);
 	HP_BIND(d, ctx);
 	HP_TRY(d->cuMemGetAllocationGranularity(g, &p, HP_GRANULARITY_MINIMUM), HP_cuMemGetAllocationGranularity);
 	return HP_RES(0, 0);
 }
 
-hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
+hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
 	if (!hp_has_vmm(d)) return HP_RES(HP_NOT_SUPPORTED, HP_cuMemCreate);
-	CUmemAllocationProp prop = hp_prop(ordinal);
+	CUmemAllocationProp prop = hp_prop(ordinal, rdma);
 	CUmemAccessDesc acc;
 	memset(&acc, 0, sizeof acc);
 	acc.location.type = HP_MEM_LOCATION_TYPE_DEVICE;

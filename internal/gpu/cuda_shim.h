@@ -46,6 +46,7 @@ typedef struct {
 #define HP_EVENT_DISABLE_TIMING 0x02     // CU_EVENT_DISABLE_TIMING
 #define HP_ATTR_VMM 102                  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
 #define HP_ATTR_POSIX_FD 103             // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+#define HP_ATTR_RDMA_VMM 110             // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
 #define HP_MEM_ALLOCATION_TYPE_PINNED 1  // CU_MEM_ALLOCATION_TYPE_PINNED
 #define HP_MEM_HANDLE_TYPE_POSIX_FD 1    // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 #define HP_MEM_LOCATION_TYPE_DEVICE 1    // CU_MEM_LOCATION_TYPE_DEVICE
@@ -148,7 +149,7 @@ hp_res hp_ipc_handle(hp_driver *d, CUcontext ctx, CUdeviceptr p, void *handle64)
 // Identity and recovery; none needs a context but hp_ctx_sync.
 hp_res hp_device_uuid(hp_driver *d, int ordinal, unsigned char uuid16[16], int *ok);
 hp_res hp_device_pci(hp_driver *d, int ordinal, char *buf, int len);
-hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm);
+hp_res hp_device_vmm(hp_driver *d, int ordinal, int *vmm, int *rdma);
 hp_res hp_ctx_reset(hp_driver *d, int ordinal);
 hp_res hp_ctx_sync(hp_driver *d, CUcontext ctx);
 
@@ -156,8 +157,8 @@ hp_res hp_ctx_sync(hp_driver *d, CUcontext ctx);
 // on ordinal, undoing what it did on a failure; hp_vmm_free undoes it all,
 // trying every step and reporting the first failure.
 int hp_has_vmm(hp_driver *d);
-hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, size_t *g);
-hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h);
+hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t *g);
+hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h);
 hp_res hp_vmm_free(hp_driver *d, CUcontext ctx, CUdeviceptr p, size_t n, CUmemGenericAllocationHandle h);
 hp_res hp_export_fd(hp_driver *d, CUcontext ctx, CUmemGenericAllocationHandle h, int *fd);
 

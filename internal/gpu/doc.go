@@ -31,7 +31,9 @@
 // with SCM_RIGHTS). The consumer imports the descriptor and holds its own
 // reference to the physical memory: a lease ending, a restart or a crash
 // of hubproxy never takes its weights away, and no shared PID namespace is
-// needed. Elsewhere the legacy path remains, cuMemAlloc and a
+// needed. The descriptor is a reference as well: the consumer closes it
+// on every path, since one never imported keeps the memory allocated
+// until it is closed. Elsewhere the legacy path remains, cuMemAlloc and a
 // CUipcMemHandle, whose memory is freed when the lease ends, consumer or
 // not; its rounding to the granularity keeps a lease alone in the block
 // the handle shares.
@@ -55,8 +57,10 @@
 //
 // A sticky error (an illegal address, a failed launch, an uncorrectable
 // ECC error) kills the device's context. The copier marks the device
-// failed, drops its leases, resets the primary context and attaches again
-// (health.go); Devices reports each device's health, faults and recoveries.
+// failed, drops its leases, drains and reports Options.OnFatal, so that
+// the process exits and is restarted; only with Options.ResetOnFault does
+// it reset the primary context and attach again (health.go). Devices
+// reports each device's health, faults and recoveries.
 //
 // # Testing
 //

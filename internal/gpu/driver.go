@@ -85,6 +85,10 @@ type deviceID struct {
 	pciBusID string // normalised, as sysfs writes it: "0000:3b:00.0"
 	numaNode int    // -1 if unknown
 	vmm      bool   // cuMemCreate with POSIX file descriptor handles works
+	// rdma: VMM allocations can be GPUDirect RDMA capable (attribute
+	// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED), and
+	// vmmAlloc makes them so.
+	rdma bool
 }
 
 // vmem is one VMM allocation: the physical memory's handle and the

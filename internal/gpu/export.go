@@ -11,8 +11,11 @@ import (
 // sent. The consumer imports it with cuMemImportFromShareableHandle, maps
 // Lease.Bytes bytes and sets access on its device; from then on it holds
 // its own reference to the physical memory, which outlives the lease,
-// hubproxy and any restart of it. A descriptor the consumer never imports
-// keeps nothing alive: it must import before the lease ends.
+// hubproxy and any restart of it. The descriptor itself is a reference
+// too (cuMemExportToShareableHandle, cuMemRelease): one that is never
+// imported keeps the whole allocation on the device, after the lease ends
+// and after hubproxy exits, until every copy of it is closed. So the
+// consumer must close it on every path, imported or not, error or not.
 //
 // Errors: ErrUnknownLease, ErrBadRequest for a HandoverIPC lease,
 // ErrDeviceFailed, *DriverError, ErrClosed, ErrUnavailable.

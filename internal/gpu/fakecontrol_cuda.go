@@ -107,6 +107,9 @@ func (f *fakeControl) importClose(slot int) { C.hp_fn_i_i(f.sym("fake_import_clo
 // setNoVMM makes the fake report no VMM support (call before Open).
 func (f *fakeControl) setNoVMM() { C.hp_fn_i_iull(f.sym("fake_set_novmm"), 1, 0) }
 
+// setRDMA makes the fake report GPUDirect RDMA with VMM (call before Open).
+func (f *fakeControl) setRDMA() { C.hp_fn_i_iull(f.sym("fake_set_rdma"), 1, 0) }
+
 // setOverhead makes an attached context take n bytes of device memory.
 func (f *fakeControl) setOverhead(n int64) {
 	C.hp_fn_i_iull(f.sym("fake_set_overhead"), 0, C.ulonglong(n))

@@ -308,9 +308,9 @@ func TestFakeDriverIPCSharesTheBlock(t *testing.T) {
 
 // TestFakeDriverVMMImportOutlivesTheExporter: memory imported from an
 // exported file descriptor stays readable after the exporter unmaps and
-// releases it and after its context is reset; an import after the last
-// reference is gone fails; the physical memory counts as used until the
-// importer closes.
+// releases it and after its context is reset; an exported descriptor never
+// imported holds the memory too, until it is closed; the physical memory
+// counts as used until the last of them goes.
 func TestFakeDriverVMMImportOutlivesTheExporter(t *testing.T) {
 	const g = 1 << 20
 	f := attached(t, fakeConfig{total: 8 << 20, granularity: g, ctxOverhead: 1 << 20})
@@ -344,13 +344,33 @@ func TestFakeDriverVMMImportOutlivesTheExporter(t *testing.T) {
 		t.Errorf("free = %d after the import closed", free)
 	}
 
+	// An exported descriptor nobody imported keeps the memory allocated
+	// after the exporter unmaps and releases it (cuMemRelease's docs), and
+	// can still be imported then; closing it frees the memory.
 	m = must(f.vmmAlloc(0, g))(t)
+	f.copyToDevice(0, m.ptr, []byte("kept"))
+	f.syncDevice(0)
 	fd = must(f.exportFD(0, m))(t)
 	file = os.NewFile(uintptr(fd), "vmm")
-	defer file.Close()
 	f.vmmFree(0, m)
-	if _, err := f.importFD(file); err == nil {
-		t.Error("imported memory whose every reference was gone")
+	if free, _, _ := f.memInfo(0); free != 4<<20 {
+		t.Errorf("free = %d after release with the descriptor open, want %d", free, 4<<20)
+	}
+	imp = must(f.importFD(file))(t)
+	file.Close()
+	if err := imp.read(0, got[:4]); err != nil || string(got[:4]) != "kept" {
+		t.Fatalf("imported after the release: %q, %v", got[:4], err)
+	}
+	imp.close()
+	if free, _, _ := f.memInfo(0); free != 5<<20 {
+		t.Errorf("free = %d after the descriptor and import closed", free)
+	}
+	m = must(f.vmmAlloc(0, g))(t)
+	fd = must(f.exportFD(0, m))(t)
+	f.vmmFree(0, m)
+	os.NewFile(uintptr(fd), "vmm").Close()
+	if free, _, _ := f.memInfo(0); free != 5<<20 {
+		t.Errorf("free = %d after the unimported descriptor closed", free)
 	}
 	f.detach(0)
 	if ms := f.misused(); len(ms) != 0 {

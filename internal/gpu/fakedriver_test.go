@@ -22,7 +22,8 @@ import (
 //   - VMM memory (vmmAlloc) is physical memory with a reference count:
 //     the copier's handle, its mapping, and each consumer's import
 //     (importFD, through a real file descriptor that exportFD made and
-//     that may travel over a Unix socket). It lives until the last goes.
+//     that may travel over a Unix socket), and each exported descriptor
+//     still open, imported or not. It lives until the last goes.
 //   - cuMemGetInfo reports what is left after the allocations (blocks and
 //     physical memory, imported memory included), the context's own
 //     overhead, and a co-located process's use (setOthers).
@@ -64,7 +65,7 @@ type fakeDriver struct {
 	phys      map[uint64]*fakePhys  // live VMM physical memory by handle
 	hosts     map[uintptr]*fakeHost // live pinned buffers by address
 	pageables map[uintptr]int       // live pageable buffers by address
-	fds       []fakeFD              // file descriptors exportFD made
+	fds       []fakeFD              // exports exportFD made
 	nextID    uint64
 	misuses   []string
 }
@@ -76,6 +77,7 @@ type fakeConfig struct {
 	granularity int64 // allocation granularity; default 64 KiB (the real 2 MiB makes tests slow, not different)
 	ctxOverhead int64 // device memory an attached context takes; default 0
 	noVMM       bool  // the driver has no VMM API: Handover falls back to IPC
+	rdma        bool  // VMM allocations are GPUDirect RDMA capable
 	numa        []int // host NUMA node per device; default -1 for all
 }
 
@@ -254,6 +256,7 @@ type fakeLive struct {
 func (f *fakeDriver) live() fakeLive {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reap()
 	l := fakeLive{allocs: len(f.allocs), phys: len(f.phys), pinned: len(f.hosts), pageable: len(f.pageables)}
 	for _, d := range f.devs {
 		if d.attached {
@@ -272,6 +275,7 @@ func (f *fakeDriver) live() fakeLive {
 func (f *fakeDriver) leaks() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reap()
 	var out []string
 	for _, a := range f.allocs {
 		out = append(out, fmt.Sprintf("device %d: %d bytes mapped at %#x", a.dev, a.n, a.base))
@@ -289,7 +293,7 @@ func (f *fakeDriver) leaks() []string {
 	}
 	for _, fd := range f.fds {
 		if fd.open() {
-			out = append(out, fmt.Sprintf("exported file descriptor %d still open", fd.fd))
+			out = append(out, fmt.Sprintf("exported file descriptor (export %d of %d bytes) still open", fd.b, fd.p.size))
 		}
 	}
 	for i, d := range f.devs {
@@ -314,6 +318,7 @@ func (f *fakeDriver) begin(method string, dev int) error {
 		hook(dev)
 	}
 	f.mu.Lock()
+	f.reap()
 	if dev >= 0 && dev < len(f.devs) && f.devs[dev].dead != 0 && method != "detach" && method != "reset" {
 		return fakeError(method, f.devs[dev].dead)
 	}
@@ -430,7 +435,7 @@ func (f *fakeDriver) identify(dev int) (deviceID, error) {
 	if dev < len(f.cfg.numa) {
 		node = f.cfg.numa[dev]
 	}
-	return deviceID{uuid: fakeUUID(dev), pciBusID: fakePCI(dev), numaNode: node, vmm: !f.cfg.noVMM}, nil
+	return deviceID{uuid: fakeUUID(dev), pciBusID: fakePCI(dev), numaNode: node, vmm: !f.cfg.noVMM, rdma: f.cfg.rdma && !f.cfg.noVMM}, nil
 }
 
 func (f *fakeDriver) attach(dev, streams, events int) error {

@@ -36,7 +36,9 @@ type fakeAlloc struct {
 }
 
 // fakePhys is VMM physical memory. It lives while any reference does: the
-// creating context's handle, its mapping, or a consumer's import.
+// creating context's handle, its mapping, a consumer's import, or an
+// exported descriptor still open (the driver documents that one never
+// imported keeps the allocation alive after cuMemRelease).
 type fakePhys struct {
 	dev     int
 	id      uint64
@@ -45,6 +47,38 @@ type fakePhys struct {
 	handle  bool // the copier's handle is not yet released
 	mapped  int  // live mappings
 	imports int  // consumers' imports
+	// file is a memfd ("GOFAKEVM", id) that each export opens anew; an
+	// export holds an OFD lock on a byte of its own until every copy of
+	// its descriptor, wherever it travelled, is closed. -1 until exported.
+	file    int
+	exports int // lock bytes handed out
+}
+
+// Lock bytes of a fakePhys's file: one per export from here.
+const fakeExportLocks = 1024
+
+// lockHeld reports whether an open description other than fd's holds a
+// lock in [start, start+n) of fd's file (an error counts as held).
+func lockHeld(fd int, start, n int64) bool {
+	l := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: start, Len: n}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &l); err != nil {
+		return true
+	}
+	return l.Type != unix.F_UNLCK
+}
+
+// exportOpen reports whether p has an exported descriptor open anywhere.
+func (p *fakePhys) exportOpen() bool {
+	return p.file >= 0 && p.exports > 0 && lockHeld(p.file, fakeExportLocks, int64(p.exports))
+}
+
+// reap frees memory whose last reference was an exported descriptor that
+// has been closed since: the fake is not told of a close, so every call
+// looks. Called with f.mu held.
+func (f *fakeDriver) reap() {
+	for _, p := range f.phys {
+		f.unref(p)
+	}
 }
 
 // garbage is what freed device memory holds by the time someone reads it:
@@ -111,10 +145,14 @@ func (f *fakeDriver) unmap(a *fakeAlloc) {
 
 // unref destroys physical memory nothing refers to any more.
 func (f *fakeDriver) unref(p *fakePhys) {
-	if p.handle || p.mapped > 0 || p.imports > 0 {
+	if p.handle || p.mapped > 0 || p.imports > 0 || p.exportOpen() {
 		return
 	}
 	scribble(p.mem)
+	if p.file >= 0 {
+		unix.Close(p.file)
+		p.file = -1
+	}
 	delete(f.phys, p.id)
 }
 
@@ -237,7 +275,7 @@ func (f *fakeDriver) vmmAlloc(dev int, n int64) (vmem, error) {
 	case n > f.cfg.total-f.used(dev)-f.cfg.ctxOverhead-d.others:
 		return vmem{}, fakeError("vmmAlloc", cudaErrorOutOfMemory)
 	}
-	p := &fakePhys{dev: dev, id: f.newID(), size: n, mem: make([]byte, n), handle: true, mapped: 1}
+	p := &fakePhys{dev: dev, id: f.newID(), size: n, mem: make([]byte, n), handle: true, mapped: 1, file: -1}
 	for i := range p.mem {
 		p.mem[i] = 0xA5
 	}
@@ -272,19 +310,17 @@ func (f *fakeDriver) vmmFree(dev int, m vmem) error {
 	return nil
 }
 
-// fakeFD is a file descriptor exportFD made: a memfd holding "GOFAKEVM"
-// and the physical memory's id, so that it identifies the memory wherever
-// it travels (over a Unix socket, it arrives as another number for the
-// same file).
+// fakeFD is an export: lock byte b of p's file, held by the exported
+// descriptor's own open file description (over a Unix socket it arrives
+// as another number for the same description, which keeps the lock).
 type fakeFD struct {
-	fd  int
-	ino uint64
+	p *fakePhys
+	b int
 }
 
-// open reports whether fd still names the file exportFD made.
+// open reports whether the export's descriptor is still open anywhere.
 func (x fakeFD) open() bool {
-	var st unix.Stat_t
-	return unix.Fstat(x.fd, &st) == nil && st.Ino == x.ino
+	return x.p.file >= 0 && lockHeld(x.p.file, fakeExportLocks+int64(x.b), 1)
 }
 
 func (f *fakeDriver) exportFD(dev int, m vmem) (int, error) {
@@ -301,19 +337,31 @@ func (f *fakeDriver) exportFD(dev int, m vmem) (int, error) {
 		f.misuse("exportFD of handle %d, which is not live", m.handle)
 		return -1, fakeError("exportFD", cudaErrorInvalidValue)
 	}
-	fd, err := unix.MemfdCreate("gofakecuda-vmm", unix.MFD_CLOEXEC)
+	if p.file < 0 {
+		fd, err := unix.MemfdCreate("gofakecuda-vmm", unix.MFD_CLOEXEC)
+		if err != nil {
+			return -1, fakeError("exportFD", cudaErrorUnknown)
+		}
+		var b [16]byte
+		copy(b[:], "GOFAKEVM")
+		binary.LittleEndian.PutUint64(b[8:], p.id)
+		if _, err := unix.Pwrite(fd, b[:], 0); err != nil {
+			unix.Close(fd)
+			return -1, fakeError("exportFD", cudaErrorUnknown)
+		}
+		p.file = fd
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", p.file), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fakeError("exportFD", cudaErrorUnknown)
 	}
-	var b [16]byte
-	copy(b[:], "GOFAKEVM")
-	binary.LittleEndian.PutUint64(b[8:], p.id)
-	var st unix.Stat_t
-	if _, err := unix.Pwrite(fd, b[:], 0); err != nil || unix.Fstat(fd, &st) != nil {
+	l := unix.Flock_t{Type: unix.F_WRLCK, Start: fakeExportLocks + int64(p.exports), Len: 1}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &l); err != nil {
 		unix.Close(fd)
 		return -1, fakeError("exportFD", cudaErrorUnknown)
 	}
-	f.fds = append(f.fds, fakeFD{fd: fd, ino: st.Ino})
+	f.fds = append(f.fds, fakeFD{p: p, b: p.exports})
+	p.exports++
 	return fd, nil
 }
 
@@ -339,9 +387,11 @@ func (f *fakeDriver) importFD(file *os.File) (*fakeImport, error) {
 	id := binary.LittleEndian.Uint64(b[8:])
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reap()
 	p := f.phys[id]
 	if p == nil {
-		return nil, errors.New("the exported memory is gone (released before the import)")
+		// Cannot happen while file is open: its export holds the memory.
+		return nil, errors.New("the exported memory is gone")
 	}
 	p.imports++
 	return &fakeImport{f: f, phys: p, size: p.size}, nil

@@ -63,3 +63,24 @@ func TestLeaseTailIsZero(t *testing.T) {
 		})
 	}
 }
+
+// TestGranularityFallbackWithoutVMM: on an IPC-only device the driver may
+// refuse cuMemGetAllocationGranularity (it describes VMM allocations);
+// attach used to fail on that, so such a device could never stage. It
+// now falls back to cuMemAlloc's 2 MiB. With VMM the failure still counts.
+func TestGranularityFallbackWithoutVMM(t *testing.T) {
+	r := newRig(t, smallOpts(), fakeConfig{noVMM: true})
+	r.drv.inject(fakeFault{method: "granularity", dev: anyDevice, times: -1, code: cudaErrorNotSupported})
+	srcs, want := makeSources(rand.New(rand.NewPCG(3, 3)), 5000)
+	l := r.stage(t, 0, srcs)
+	if l.Handover != HandoverIPC || l.Bytes != legacyGranularity {
+		t.Fatalf("lease %v of %d bytes, want ipc of %d", l.Handover, l.Bytes, legacyGranularity)
+	}
+	r.verify(t, l, want)
+
+	v := newRig(t, smallOpts(), fakeConfig{})
+	v.drv.inject(fakeFault{method: "granularity", dev: anyDevice, times: -1, code: cudaErrorNotSupported})
+	if _, err := v.c.Stage(context.Background(), 0, srcs, StageOptions{}); err == nil {
+		t.Fatal("a VMM device whose granularity query fails staged anyway")
+	}
+}

@@ -157,3 +157,29 @@ func TestStickyFaultRecovers(t *testing.T) {
 	h.verify(t, h.stage(t, 0, srcs), want)
 	h.expectCalls(t, "cuMemHostRegister_v2", 2*int64(opts.PinnedBuffers)) // a fresh pool
 }
+
+// TestGPUDirectRDMAFlag: where the device reports GPUDirect RDMA with VMM
+// (attribute 110), cuMemCreate gets allocFlags.gpuDirectRDMACapable and the
+// lease says so; elsewhere neither, since the driver refuses the flag there.
+func TestGPUDirectRDMAFlag(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		setup := func(fc *fakeControl) {
+			if on {
+				fc.setRDMA()
+			}
+		}
+		h := newHarness(t, smallOpts(), setup)
+		h.needFake(t)
+		srcs, want := makeSources(rand.New(rand.NewPCG(5, 5)), 5000)
+		l := h.stage(t, 0, srcs)
+		ds, _ := h.c.Devices()
+		if l.GPUDirectRDMA != on || ds[0].GPUDirectRDMA != on {
+			t.Errorf("rdma %v: lease says %v, device %v", on, l.GPUDirectRDMA, ds[0].GPUDirectRDMA)
+		}
+		h.expectLive(t, map[string]int64{"rdma": map[bool]int64{true: 1, false: 0}[on], "violations": 0})
+		h.verify(t, l, want)
+		if err := h.c.Release(l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -24,6 +24,9 @@ var fakeLib string
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
+	if os.Getenv(importerEnv) != "" {
+		return importerChild() // a re-exec'd consumer process (crossproc_cuda_test.go)
+	}
 	if os.Getenv(realDriverEnv) == "" {
 		dir, err := os.MkdirTemp("", "fakecuda")
 		if err != nil {
@@ -51,8 +54,9 @@ func testMain(m *testing.M) int {
 // leaked and the fake saw no misuse. It is the driverView the scenarios
 // (scenarios_test.go) check the C fake, or a real driver, with.
 type harness struct {
-	c  *Copier
-	fc *fakeControl
+	c   *Copier
+	fc  *fakeControl
+	lib string // the fake's library file
 }
 
 // newHarness opens a copier. setup configures the fake before Open.
@@ -98,7 +102,7 @@ func newHarness(t *testing.T, opts Options, setup func(*fakeControl)) *harness {
 		_, why := c.Devices()
 		t.Fatalf("copier unavailable: %v", why)
 	}
-	h := &harness{c: c, fc: fc}
+	h := &harness{c: c, fc: fc, lib: path}
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("Close: %v", err)

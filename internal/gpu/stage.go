@@ -85,8 +85,10 @@ func (c *Copier) Stage(ctx context.Context, device int, srcs []Source, opts Stag
 			Placements: pl,
 			Handover:   kind,
 			IPCHandle:  handle,
-			Held:       opts.Hold,
-			Elapsed:    time.Since(start),
+			// vmmAlloc sets the flag wherever the device offers it.
+			GPUDirectRDMA: kind == HandoverFD && d.id.rdma,
+			Held:          opts.Hold,
+			Elapsed:       time.Since(start),
 		},
 	}
 	pub := c.addLease(l)

@@ -83,6 +83,9 @@ type Device struct {
 	// the driver supports VMM allocations with POSIX file descriptor
 	// handles, HandoverIPC otherwise.
 	Handover Handover
+	// GPUDirectRDMA: its HandoverFD leases are allocated GPUDirect RDMA
+	// capable, so a consumer can register them with a NIC.
+	GPUDirectRDMA bool
 	// GranularityBytes is what allocations are rounded up to (0 until the
 	// device is first used).
 	GranularityBytes int64
@@ -138,9 +141,13 @@ type Lease struct {
 	Placements []Placement
 	Handover   Handover // HandoverFD or HandoverIPC, never HandoverAuto
 	IPCHandle  []byte   // HandoverIPC only: 64 bytes, a CUipcMemHandle for cuIpcOpenMemHandle
-	Held       bool     // StageOptions.Hold: no expiry
-	Expires    time.Time
-	Elapsed    time.Duration // wall time Stage took, reads included
+	// GPUDirectRDMA: a HandoverFD lease allocated with
+	// allocFlags.gpuDirectRDMACapable, which a consumer may register with a
+	// NIC (ibv_reg_dmabuf_mr and the like).
+	GPUDirectRDMA bool
+	Held          bool // StageOptions.Hold: no expiry
+	Expires       time.Time
+	Elapsed       time.Duration // wall time Stage took, reads included
 }
 
 // clone returns a copy that shares no slices with l.

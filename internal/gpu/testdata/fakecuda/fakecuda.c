@@ -7,10 +7,11 @@
 //     never reused (a stale or double free is an error, not a silent hit);
 //     cuMemAlloc sub-allocates small requests from shared 2 MiB blocks, and
 //     an IPC handle opens the whole block, neighbours included (fakemem.c);
-//   - VMM memory (cuMemCreate) is reference counted: handle, mappings and
-//     consumers' imports, through real file descriptors that
-//     cuMemExportToShareableHandle makes; freed memory is scribbled over,
-//     so an importer that took no reference sees garbage (fakemem.c);
+//   - VMM memory (cuMemCreate) lives in a memfd and is freed only when the
+//     last of its handle, its mappings, its exported descriptors (open in
+//     any process) and its imports (cuMemImportFromShareableHandle, in
+//     any process) is gone, as the driver documents: an exported
+//     descriptor never imported keeps it allocated (fakemem.c);
 //   - cuMemGetInfo counts the context's own overhead (fake_set_overhead);
 //   - each stream is a worker thread running its queue in order, so async
 //     copies really are asynchronous: they read the pinned source when they
@@ -27,8 +28,10 @@
 //     reading device memory while copies into it are queued, releasing a
 //     healthy context that still owns objects.
 //
-// Control functions for tests: fake_configure, fake_fail, fake_calls,
-// fake_live, fake_set_copy_delay, fake_set_novmm, fake_set_overhead, and
+// Control functions for tests: fake_configure, fake_fail (or the
+// FAKECUDA_FAIL environment variable, read by cuInit), fake_calls,
+// fake_live, fake_set_copy_delay, fake_set_novmm, fake_set_rdma,
+// fake_set_overhead, and
 // the consumer's fake_import_fd, fake_import_ipc, fake_import_read,
 // fake_import_size, fake_import_close (fakemem.c).
 //
@@ -78,7 +81,7 @@ pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; // any queued op completed
 __thread struct CUctx_st *cur;
 
 // Guarded by mu.
-int initialized, ndev = 1, novmm;
+int initialized, ndev = 1, novmm, rdma;
 unsigned long long total_mem = 1ull << 30, overhead, used[MAXDEV];
 struct CUctx_st ctxs[MAXDEV];
 struct alloc *allocs;
@@ -105,7 +108,7 @@ static struct counter {
 	{"cuIpcGetMemHandle", 0}, {"cuGetErrorName", 0},
 	{"cuMemGetAllocationGranularity", 0}, {"cuMemCreate", 0}, {"cuMemRelease", 0},
 	{"cuMemAddressReserve", 0}, {"cuMemAddressFree", 0}, {"cuMemMap", 0}, {"cuMemUnmap", 0},
-	{"cuMemSetAccess", 0}, {"cuMemExportToShareableHandle", 0},
+	{"cuMemSetAccess", 0}, {"cuMemExportToShareableHandle", 0}, {"cuMemImportFromShareableHandle", 0},
 	{"pageable_async", 0}, // cuMemcpyHtoDAsync_v2 from memory not pinned by the driver
 	{NULL, 0},
 };
@@ -130,7 +133,8 @@ void bump(const char *name) {
 // sticky reports whether CUDA documents code as killing its context.
 static int sticky(int code) {
 	switch (code) {
-	case 214: case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719:
+	case 214: case 226: case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719:
+	case 721: case 810: case 911:
 		return 1;
 	}
 	return 0;
@@ -141,6 +145,7 @@ static int sticky(int code) {
 CUresult enter(const char *name) {
 	bump(name);
 	if (!initialized && strcmp(name, "cuInit") != 0) return NOT_INITIALIZED;
+	reap_phys(); // memory whose last descriptor or import went since the last call
 	for (int i = 0; i < nrules; i++) {
 		struct rule *r = &rules[i];
 		if (strcmp(r->name, name) != 0 || r->count == 0) continue;
@@ -250,7 +255,38 @@ static void destroy_ctx(int dev) {
 	ctx->dead = 0;
 }
 
+static int add_rule(const char *name, int code, int after, int count);
+
+// env_rules reads FAKECUDA_FAIL, for tests that run the fake in a process
+// they cannot reach with fake_fail (a hubproxy binary): rules separated by
+// commas, each "entry:code[:after:N][:count:M]" (count -1, the default:
+// every call from then on), e.g. "cuMemcpyHtoDAsync_v2:700:after:3".
+static void env_rules(void) {
+	const char *env = getenv("FAKECUDA_FAIL");
+	if (env == NULL) return;
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s", env);
+	char *save = NULL;
+	for (char *r = strtok_r(buf, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+		char *f = NULL, *name = strtok_r(r, ":", &f), *code = strtok_r(NULL, ":", &f);
+		int after = 0, count = -1;
+		for (char *k; (k = strtok_r(NULL, ":", &f)) != NULL;) {
+			char *v = strtok_r(NULL, ":", &f);
+			if (v == NULL) break;
+			if (strcmp(k, "after") == 0) after = atoi(v);
+			else if (strcmp(k, "count") == 0) count = atoi(v);
+		}
+		if (name && code) {
+			add_rule(name, atoi(code), after, count);
+			fprintf(stderr, "fakecuda: FAKECUDA_FAIL: %s fails with %d after %d calls, %d times\n", name, atoi(code), after, count);
+		}
+	}
+}
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
 EXPORT CUresult cuInit(unsigned int flags) {
+	pthread_once(&env_once, env_rules); // before the lock: add_rule takes it
 	BEGIN("cuInit");
 	if (flags != 0) RETURN(INVALID_VALUE);
 	if (ndev == 0) RETURN(NO_DEVICE);
@@ -303,7 +339,11 @@ EXPORT CUresult cuDeviceGetPCIBusId(char *buf, int len, CUdevice dev) {
 EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
 	BEGIN("cuDeviceGetAttribute");
 	if (dev < 0 || dev >= ndev) RETURN(INVALID_DEVICE);
-	*v = (attr == 102 || attr == 103) ? !novmm : 0;
+	switch (attr) {
+	case 102: case 103: *v = !novmm; break; // VMM, POSIX file descriptor handles
+	case 110: *v = !novmm && rdma; break;   // GPUDirect RDMA with VMM allocations
+	default: *v = 0;
+	}
 	RETURN(SUCCESS);
 }
 
@@ -524,6 +564,7 @@ static const struct {
 	{214, "CUDA_ERROR_ECC_UNCORRECTABLE"},
 	{400, "CUDA_ERROR_INVALID_HANDLE"},
 	{600, "CUDA_ERROR_NOT_READY"},
+	{226, "CUDA_ERROR_CONTAINED"},
 	{700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
 	{719, "CUDA_ERROR_LAUNCH_FAILED"},
 	{801, "CUDA_ERROR_NOT_SUPPORTED"},
@@ -563,6 +604,16 @@ EXPORT int fake_set_novmm(int on, unsigned long long unused) {
 	return 0;
 }
 
+// fake_set_rdma makes the devices report GPUDirect RDMA with VMM
+// allocations (attribute 110), and accept cuMemCreate's flag for it.
+EXPORT int fake_set_rdma(int on, unsigned long long unused) {
+	(void)unused;
+	pthread_mutex_lock(&mu);
+	rdma = on;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
 // fake_set_overhead makes each retained context take n bytes of its device.
 EXPORT int fake_set_overhead(int unused, unsigned long long n) {
 	(void)unused;
@@ -574,7 +625,9 @@ EXPORT int fake_set_overhead(int unused, unsigned long long n) {
 
 // fake_fail makes entry point name return code count times (-1: forever)
 // once after further calls have succeeded.
-EXPORT int fake_fail(const char *name, int code, int after, int count) {
+EXPORT int fake_fail(const char *name, int code, int after, int count) { return add_rule(name, code, after, count); }
+
+static int add_rule(const char *name, int code, int after, int count) {
 	pthread_mutex_lock(&mu);
 	int ok = nrules < (int)(sizeof rules / sizeof rules[0]);
 	if (ok) {
@@ -599,7 +652,10 @@ EXPORT long long fake_calls(const char *name) {
 
 // fake_live returns live objects of a kind, or -1 for an unknown kind:
 // alloc (legacy allocations and VMM mappings), phys (VMM memory with a
-// handle, mapping or import), resv (VMM address reservations), fd (exported descriptors still open), host,
+// handle, mapping, open exported descriptor or import, and imported
+// handles), rdma (of those, made GPUDirect RDMA capable), resv (VMM
+// address reservations), fd (exported descriptions still open in any
+// process), host,
 // stream, event, ctx (references), dead (dead contexts), violations.
 EXPORT long long fake_live(const char *kind) {
 	long long n = -1;
@@ -612,6 +668,9 @@ EXPORT long long fake_live(const char *kind) {
 	else if (strcmp(kind, "stream") == 0) n = live_stream;
 	else if (strcmp(kind, "event") == 0) n = live_event;
 	else if (strcmp(kind, "violations") == 0) n = violations;
+	else if (strcmp(kind, "rdma") == 0) {
+		n = live_rdma();
+	}
 	else if (strcmp(kind, "ctx") == 0 || strcmp(kind, "dead") == 0) {
 		n = 0;
 		for (int i = 0; i < MAXDEV; i++) n += kind[0] == 'c' ? ctxs[i].refs : ctxs[i].dead != 0;

@@ -61,13 +61,21 @@ struct block {
 	struct block *next;
 };
 
-// phys is VMM physical memory; it lives while a handle, mapping or import does.
+// phys is VMM physical memory, kept in a memfd so that another process can
+// map it (fakemem.c). Memory cuMemCreate made (imported == 0) lives while
+// its handle, a mapping, an exported descriptor or an import (in any
+// process) does; an imported handle (cuMemImportFromShareableHandle) is
+// this process's reference to memory made elsewhere.
 struct phys {
 	unsigned long long id;
 	size_t size;
-	unsigned char *mem;
+	unsigned char *mem; // the memfd's data, mapped shared
+	int fd;             // this process's own description of the memfd
 	int dev;
-	int handle, maps, imports;
+	int handle, maps;
+	int imported;
+	int exports; // lock bytes this process's exports probed (live_fds)
+	int rdma;    // created with allocFlags.gpuDirectRDMACapable
 	struct phys *next;
 };
 
@@ -103,7 +111,7 @@ typedef struct CUevent_st *CUevent;
 extern pthread_mutex_t mu;
 extern pthread_cond_t done_cv;
 extern __thread struct CUctx_st *cur;
-extern int initialized, ndev, novmm;
+extern int initialized, ndev, novmm, rdma;
 extern unsigned long long total_mem, overhead, used[MAXDEV];
 extern struct CUctx_st ctxs[MAXDEV];
 extern struct alloc *allocs;
@@ -118,6 +126,8 @@ void drain_allocs(int dev); // frees what a destroyed context held (fakemem.c)
 long long live_phys(void);
 long long live_resv(void);
 long long live_fds(void);
+long long live_rdma(void);
+void reap_phys(void); // frees memory whose last reference, maybe in another process, is gone
 
 #define BEGIN(name)                        \
 	pthread_mutex_lock(&mu);           \

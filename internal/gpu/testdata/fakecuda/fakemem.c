@@ -3,6 +3,8 @@
 
 #include "fakecuda.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,11 +28,6 @@ static struct resv {
 	struct resv *next;
 } *resvs;
 
-static struct fdrec {
-	int fd;
-	ino_t ino;
-} fds[256];
-static int nfds;
 
 static CUdeviceptr take_ptr(int dev, size_t n) {
 	if (next_ptr[dev] == 0) next_ptr[dev] = (CUdeviceptr)(dev + 1) << 40;
@@ -63,16 +60,7 @@ static void put_block(struct block *b) {
 	free(b);
 }
 
-// put_phys destroys physical memory nothing refers to any more.
-static void put_phys(struct phys *p) {
-	if (p->handle || p->maps > 0 || p->imports > 0) return;
-	struct phys **pp = &physs;
-	while (*pp != p) pp = &(*pp)->next;
-	*pp = p->next;
-	used[p->dev] -= p->size;
-	free(p->mem);
-	free(p);
-}
+static void put_phys(struct phys *p);
 
 static void free_alloc(struct alloc *a) {
 	unlink_alloc(a);
@@ -171,16 +159,88 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
 }
 
 // ---- VMM ----
+//
+// VMM memory lives in a memfd: a header page ("FAKEVMM2", id, size,
+// device) and the data after it, mapped shared. An exported descriptor is
+// a new open file description of that memfd, so it can travel to another
+// process (SCM_RIGHTS) and be imported there by this same library. What
+// keeps the memory alive across processes is the kernel's own record of
+// open descriptions: each export and each import takes an OFD lock on a
+// byte of its own in the header, held until the last descriptor sharing
+// that description is closed (or its process dies). The creator's memory
+// is freed once its handle and mappings are gone and no such lock is held
+// anywhere (reap_phys), as the driver frees an allocation only when the
+// last of its handle, mappings, exported descriptors and imports is gone.
+
+#define HDR 65536 // header size: the data starts on a page boundary on every page size
+#define EXP_LOCKS 1024 // lock bytes [1024, 2048): one per exported description
+#define IMP_LOCKS 2048 // lock bytes [2048, 4096): one per import
+#define END_LOCKS 4096
+
+// held reports whether another open description holds a lock in
+// [start, start+len) of fd's file (an error counts as held: never free
+// memory on a guess).
+static int held(int fd, off_t start, off_t len) {
+	struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+	if (fcntl(fd, F_OFD_GETLK, &l) != 0) return 1;
+	return l.l_type != F_UNLCK;
+}
+
+// take_lock locks the first free byte of [from, to) through fd's
+// description; it returns the byte's index from from, or -1.
+static int take_lock(int fd, int from, int to) {
+	for (int b = from; b < to; b++) {
+		struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = b, .l_len = 1};
+		if (fcntl(fd, F_OFD_SETLK, &l) == 0) return b - from;
+	}
+	return -1;
+}
+
+// reopen opens a new description of the file fd names.
+static int reopen(int fd) {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+struct vmmhdr {
+	char magic[8];
+	unsigned long long id, size;
+	int dev;
+};
+
+// map_import takes an import's reference on the memfd fd names: a
+// description of its own holding an import lock, and the data mapped.
+static int map_import(int fd, struct vmmhdr *h, int *ifd, unsigned char **mem) {
+	if (pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h || memcmp(h->magic, "FAKEVMM2", 8) != 0 || h->size == 0)
+		return -2;
+	*ifd = reopen(fd);
+	if (*ifd < 0) return -2;
+	void *m = MAP_FAILED;
+	if (take_lock(*ifd, IMP_LOCKS, END_LOCKS) >= 0)
+		m = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, *ifd, HDR);
+	if (m == MAP_FAILED) {
+		close(*ifd);
+		return -2;
+	}
+	*mem = m;
+	return 0;
+}
 
 static int prop_ok(const CUmemAllocationProp *prop) {
 	return prop && prop->type == 1 && prop->requestedHandleTypes == 1 && prop->location.type == 1 &&
 	       prop->location.id >= 0 && prop->location.id < ndev && prop->win32HandleMetaData == NULL;
 }
 
+// The flag is refused where the device does not offer it, as the driver
+// does.
+static int prop_rdma_ok(const CUmemAllocationProp *prop) { return !prop->allocFlags[1] || rdma; }
+
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, int option) {
 	BEGIN("cuMemGetAllocationGranularity");
-	if (!prop_ok(prop) || (option != 0 && option != 1)) RETURN(INVALID_VALUE);
-	*g = GRAN;
+	if (novmm) RETURN(NOT_SUPPORTED); // as on a device without VMM
+	if (!prop_ok(prop) || !prop_rdma_ok(prop) || (option != 0 && option != 1)) RETURN(INVALID_VALUE);
+	*g = option == 1 ? 2 * GRAN : GRAN; // recommended, minimum
 	RETURN(SUCCESS);
 }
 
@@ -189,25 +249,31 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUm
 	BEGIN("cuMemCreate");
 	NEED_CTX();
 	if (novmm) RETURN(NOT_SUPPORTED);
-	if (!prop_ok(prop) || flags != 0 || n == 0 || n % GRAN != 0) {
+	if (!prop_ok(prop) || !prop_rdma_ok(prop) || flags != 0 || n == 0 || n % GRAN != 0) {
 		violations++;
 		RETURN(INVALID_VALUE);
 	}
 	int dev = prop->location.id;
 	if (n > total_mem - used[dev] - overhead) RETURN(OUT_OF_MEMORY);
 	struct phys *p = calloc(1, sizeof *p);
-	unsigned char *mem = malloc(n);
-	if (p == NULL || mem == NULL) {
+	int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+	struct vmmhdr hdr = {.magic = "FAKEVMM2", .id = next_id, .size = n, .dev = dev};
+	void *mem = MAP_FAILED;
+	if (p && fd >= 0 && ftruncate(fd, HDR + n) == 0 && pwrite(fd, &hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr)
+		mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, HDR);
+	if (mem == MAP_FAILED) {
 		free(p);
-		free(mem);
+		if (fd >= 0) close(fd);
 		RETURN(OUT_OF_MEMORY);
 	}
 	memset(mem, 0xA5, n);
 	p->id = next_id++;
 	p->size = n;
 	p->mem = mem;
+	p->fd = fd;
 	p->dev = dev;
 	p->handle = 1;
+	p->rdma = prop->allocFlags[1];
 	p->next = physs;
 	physs = p;
 	used[dev] += n;
@@ -318,8 +384,9 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t n) {
 	RETURN(SUCCESS);
 }
 
-// The exported descriptor is a memfd holding "FAKEVMM1" and the memory's
-// id, so that it names the memory wherever it travels.
+// The exported descriptor is a new description of the memory's memfd,
+// holding an export lock until it (and every copy of it, in any process)
+// is closed: until then the memory stays allocated, released or not.
 EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, int type,
                                              unsigned long long flags) {
 	BEGIN("cuMemExportToShareableHandle");
@@ -329,21 +396,70 @@ EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHa
 		violations++;
 		RETURN(INVALID_VALUE);
 	}
-	int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
-	unsigned char buf[16];
-	memcpy(buf, "FAKEVMM1", 8);
-	memcpy(buf + 8, &p->id, 8);
-	struct stat st;
-	if (fd < 0 || pwrite(fd, buf, 16, 0) != 16 || fstat(fd, &st) != 0) {
+	int fd = reopen(p->fd);
+	int b = fd < 0 ? -1 : take_lock(fd, EXP_LOCKS, IMP_LOCKS);
+	if (b < 0) {
 		if (fd >= 0) close(fd);
 		RETURN(OUT_OF_MEMORY);
 	}
-	if (nfds < (int)(sizeof fds / sizeof fds[0])) fds[nfds++] = (struct fdrec){fd, st.st_ino};
+	if (b + 1 > p->exports) p->exports = b + 1;
 	*(int *)out = fd;
 	RETURN(SUCCESS);
 }
 
+// cuMemImportFromShareableHandle makes a handle of this process for memory
+// exported as a descriptor, here or in another process: a reference of its
+// own, which outlives the descriptor (the caller's to close) and whatever
+// the exporter does.
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os, int type) {
+	BEGIN("cuMemImportFromShareableHandle");
+	NEED_CTX();
+	struct vmmhdr hdr;
+	int ifd;
+	unsigned char *mem;
+	if (type != 1 || map_import((int)(intptr_t)os, &hdr, &ifd, &mem) != 0) RETURN(INVALID_VALUE);
+	struct phys *p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		munmap(mem, hdr.size);
+		close(ifd);
+		RETURN(OUT_OF_MEMORY);
+	}
+	p->id = next_id++;
+	p->size = hdr.size;
+	p->mem = mem;
+	p->fd = ifd;
+	p->dev = cur->dev; // this process's ordinal of the device
+	p->handle = 1;
+	p->imported = 1;
+	p->next = physs;
+	physs = p;
+	*h = p->id;
+	RETURN(SUCCESS);
+}
+
+// put_phys frees p once nothing refers to it any more: for memory this
+// process created, no handle, mapping, export or import anywhere.
+static void put_phys(struct phys *p) {
+	if (p->handle || p->maps > 0) return;
+	if (!p->imported && held(p->fd, EXP_LOCKS, END_LOCKS - EXP_LOCKS)) return;
+	struct phys **pp = &physs;
+	while (*pp != p) pp = &(*pp)->next;
+	*pp = p->next;
+	if (!p->imported) used[p->dev] -= p->size;
+	munmap(p->mem, p->size);
+	close(p->fd);
+	free(p);
+}
+
+void reap_phys(void) {
+	for (struct phys *p = physs, *next; p; p = next) {
+		next = p->next;
+		put_phys(p);
+	}
+}
+
 long long live_phys(void) {
+	reap_phys();
 	long long n = 0;
 	for (struct phys *p = physs; p; p = p->next) n++;
 	return n;
@@ -355,12 +471,17 @@ long long live_resv(void) {
 	return n;
 }
 
+long long live_rdma(void) {
+	long long n = 0;
+	for (struct phys *p = physs; p; p = p->next) n += p->rdma;
+	return n;
+}
+
+// live_fds counts exported descriptions still open, in any process.
 long long live_fds(void) {
 	long long n = 0;
-	for (int i = 0; i < nfds; i++) {
-		struct stat st;
-		if (fstat(fds[i].fd, &st) == 0 && st.st_ino == fds[i].ino) n++;
-	}
+	for (struct phys *p = physs; p; p = p->next)
+		for (int b = 0; b < p->exports; b++) n += held(p->fd, EXP_LOCKS + b, 1);
 	return n;
 }
 
@@ -483,9 +604,10 @@ void drain_allocs(int dev) {
 
 static struct import {
 	int live;
-	struct phys *ph;  // fake_import_fd: a reference of its own
-	struct block *b;  // fake_import_ipc: the whole block, no reference
-	size_t off, size; // where the allocation starts in b; bytes mapped
+	unsigned char *mem; // fake_import_fd: the memfd's data, mapped shared
+	int fd;             // fake_import_fd: its own description, holding an import lock
+	struct block *b;    // fake_import_ipc: the whole block, no reference
+	size_t off, size;   // where the allocation starts in b; bytes mapped
 } imports[64];
 
 static int new_import(void) {
@@ -498,24 +620,27 @@ static int new_import(void) {
 	return -1;
 }
 
-// fake_import_fd imports a descriptor cuMemExportToShareableHandle made, as
-// cuMemImportFromShareableHandle would: -1 for no such memory (every
-// reference was gone before the import), -2 for anything else.
+// fake_import_fd imports a descriptor cuMemExportToShareableHandle made,
+// in this process or another, as cuMemImportFromShareableHandle and a
+// mapping would, without a context: a reference of its own that outlives
+// fd (still the caller's) and the exporter. -2: not such a descriptor.
 EXPORT int fake_import_fd(int fd) {
-	unsigned char buf[16];
-	unsigned long long id;
-	if (pread(fd, buf, 16, 0) != 16 || memcmp(buf, "FAKEVMM1", 8) != 0) return -2;
-	memcpy(&id, buf + 8, 8);
+	struct vmmhdr hdr;
+	int ifd;
+	unsigned char *mem;
+	if (map_import(fd, &hdr, &ifd, &mem) != 0) return -2;
 	pthread_mutex_lock(&mu);
-	struct phys *p = physs;
-	while (p && p->id != id) p = p->next;
-	int slot = p ? new_import() : -1;
+	int slot = new_import();
 	if (slot >= 0) {
-		p->imports++;
-		imports[slot].ph = p;
-		imports[slot].size = p->size;
+		imports[slot].mem = mem;
+		imports[slot].fd = ifd;
+		imports[slot].size = hdr.size;
 	}
 	pthread_mutex_unlock(&mu);
+	if (slot < 0) {
+		munmap(mem, hdr.size);
+		close(ifd);
+	}
 	return slot;
 }
 
@@ -546,7 +671,7 @@ EXPORT int fake_import_read(int slot, unsigned long long off, void *dst, unsigne
 	struct import *im = slot >= 0 && slot < 64 && imports[slot].live ? &imports[slot] : NULL;
 	if (im == NULL) rc = -1;
 	else if (off > im->size || n > im->size - off) rc = -2;
-	else memcpy(dst, im->ph ? im->ph->mem + off : im->b->mem + im->off + off, n);
+	else memcpy(dst, im->mem ? im->mem + off : im->b->mem + im->off + off, n);
 	pthread_mutex_unlock(&mu);
 	return rc;
 }
@@ -563,9 +688,10 @@ EXPORT int fake_import_close(int slot) {
 	if (slot >= 0 && slot < 64 && imports[slot].live) {
 		struct import *im = &imports[slot];
 		im->live = 0;
-		if (im->ph) {
-			im->ph->imports--;
-			put_phys(im->ph);
+		if (im->mem) {
+			munmap(im->mem, im->size);
+			close(im->fd); // drops its lock: the creator frees the memory if that was the last reference
+			reap_phys();
 		} else {
 			im->b->imports--;
 			put_block(im->b);
