@@ -125,6 +125,10 @@ type Config struct {
 	// unrenewed before another node takes the chunk over.
 	SharedStore      string        `mapstructure:"shared-store"`
 	SharedStoreLease time.Duration `mapstructure:"shared-store-lease"`
+	// SharedStoreFallbackAfter is how long a reader waiting for another
+	// node's chunk goes without a byte before it reads its own bytes from
+	// upstream until the chunk lands (sharedfill.Options.FallbackAfter).
+	SharedStoreFallbackAfter time.Duration `mapstructure:"shared-store-fallback-after"`
 	// SharedStoreSecretFile names a file holding the cluster's secret,
 	// which seals the chunks nodes put in the store so that no one who
 	// can merely write the store can make a node serve bytes (shared.go);
@@ -152,30 +156,31 @@ type Config struct {
 // set. cmd/hubproxy seeds its flags from it, so the two never disagree.
 func Defaults() Config {
 	return Config{
-		Listen:           ":8080",
-		Upstream:         "https://huggingface.co",
-		CacheMaxBytes:    100 << 30,
-		MinFreeBytes:     1 << 30,
-		BlockSize:        64 << 10,
-		ChunkSize:        8 << 20,
-		ReadAhead:        4,
-		UpstreamConns:    16,
-		SharedStoreLease: sharedfill.DefaultLease,
-		RevisionTTL:      30 * time.Second,
-		AccessTTL:        time.Minute,
-		PublicTTL:        24 * time.Hour,
-		URLTTL:           30 * time.Minute,
-		FillTimeout:      5 * time.Minute,
-		StallTimeout:     30 * time.Second,
-		MetadataTimeout:  10 * time.Second,
-		ShutdownTimeout:  25 * time.Second,
-		HeaderCacheBytes: 64 << 20,
-		AccessLogRate:    100,
-		LogLevel:         "info",
-		LogFormat:        "text",
-		AdminListen:      "unix:///run/hubproxy/admin.sock",
-		GPUDriverPath:    "libcuda.so.1",
-		GPULeaseTTL:      10 * time.Minute,
+		Listen:                   ":8080",
+		Upstream:                 "https://huggingface.co",
+		CacheMaxBytes:            100 << 30,
+		MinFreeBytes:             1 << 30,
+		BlockSize:                64 << 10,
+		ChunkSize:                8 << 20,
+		ReadAhead:                4,
+		UpstreamConns:            16,
+		SharedStoreLease:         sharedfill.DefaultLease,
+		SharedStoreFallbackAfter: sharedfill.DefaultFallback,
+		RevisionTTL:              30 * time.Second,
+		AccessTTL:                time.Minute,
+		PublicTTL:                24 * time.Hour,
+		URLTTL:                   30 * time.Minute,
+		FillTimeout:              5 * time.Minute,
+		StallTimeout:             30 * time.Second,
+		MetadataTimeout:          10 * time.Second,
+		ShutdownTimeout:          25 * time.Second,
+		HeaderCacheBytes:         64 << 20,
+		AccessLogRate:            100,
+		LogLevel:                 "info",
+		LogFormat:                "text",
+		AdminListen:              "unix:///run/hubproxy/admin.sock",
+		GPUDriverPath:            "libcuda.so.1",
+		GPULeaseTTL:              10 * time.Minute,
 
 		RequestReadTimeout: 30 * time.Second,
 		MaxConnections:     4096,

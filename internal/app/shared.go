@@ -56,9 +56,10 @@ func openShared(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*share
 	}
 	chunk := cmp.Or(cfg.ChunkSize, Defaults().ChunkSize)
 	s.sharer, err = sharedfill.New(store, sharedfill.Options{
-		Secret:    secret,
-		ChunkSize: chunk,
-		Lease:     cfg.SharedStoreLease,
+		Secret:        secret,
+		ChunkSize:     chunk,
+		Lease:         cfg.SharedStoreLease,
+		FallbackAfter: cfg.SharedStoreFallbackAfter,
 		// One flight per upstream request the cache may make, and as
 		// many again for chunks a misaligned request also touches.
 		MaxFlights: 2 * cmp.Or(cfg.UpstreamConns, Defaults().UpstreamConns),

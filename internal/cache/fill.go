@@ -91,6 +91,13 @@ func (s *Store) fetchInto(ctx context.Context, it *item, o Origin, r ranges.Rang
 		return pos, context.Cause(ctx) // abandoned before it started
 	}
 	defer func() { <-s.sem }()
+	// The slot may have come free because the handle that planned this
+	// read-ahead is abandoning it: abandonLocked cancels each of its fills
+	// in turn, under it.mu, and the one cancelled first may have let go of
+	// the slot before this one's turn. Taking it.mu waits for that loop to
+	// end, so the check below sees this fill's cancellation.
+	it.mu.Lock()
+	it.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return pos, err // select picks at random among ready cases
 	}
