@@ -56,7 +56,7 @@ left behind. It needs a binary built with -tags cuda and a driver.`,
 	f.IntVar(&tensorMiB, "tensor-mib", 64, "size of each tensor of the synthetic model, MiB")
 	f.StringVar(&driverPath, "driver-path", app.Defaults().GPUDriverPath, "CUDA driver library")
 	f.Var(&sizeValue{&budget}, "budget", "device budget, as a size (default: 90% of the device)")
-	cmd.AddCommand(bench)
+	cmd.AddCommand(bench, newVMMCheckCmd())
 	return cmd
 }
 
