@@ -261,6 +261,7 @@ func runVMMCheck(ctx context.Context, out io.Writer, o vmmCheckOptions) error {
 		r.fact(fmt.Sprintf("import_pattern_%d", round.id), err, map[string]any{"bytes": n})
 		if err != nil {
 			_ = p.Free(a)
+			r.fact(round.fact, errors.New("not checked: the import failed"), nil)
 			continue
 		}
 		if err := round.after(a); err != nil {
@@ -309,7 +310,7 @@ func killedExporter(ctx context.Context, o vmmCheckOptions, imp *vmmChild, n int
 	_, err = imp.peer.ask(fmt.Sprintf("import %d %d", id, n), fd)
 	unix.Close(fd)
 	if err != nil {
-		return fmt.Errorf("import: %w", err)
+		return err
 	}
 	if err := exp.cmd.Process.Signal(unix.SIGKILL); err != nil {
 		return err
