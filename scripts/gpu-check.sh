@@ -173,6 +173,8 @@ ratio() { awk -v k="$1" -F': ' '$1 == k { print $2 }' "$bench_log"; }
 verdict $rc $b_bench "gpu bench"; v=("$V")
 stage_ratio=$(ratio "staging / pinned ceiling")
 [ -n "$stage_ratio" ] && v+=("staging from the warm cache / pinned ceiling: **$stage_ratio** (goal ≥ 0.8)")
+vmm_ratio=$(ratio "VMM fd / IPC staging")
+[ -n "$vmm_ratio" ] && v+=("warm staging over the VMM fd handover / over IPC: **$vmm_ratio**")
 if ! grep -q "^leases left: 0$" "$bench_log"; then
   failures=$((failures + 1)); v+=("**FAIL**: no \`leases left: 0\` line")
 fi

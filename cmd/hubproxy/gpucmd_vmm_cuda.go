@@ -166,6 +166,7 @@ func (r *vmmReport) fact(name string, err error, values map[string]any) {
 type vmmChild struct {
 	cmd     *exec.Cmd
 	peer    vmmPeer
+	unwatch func() bool // stops the context watch
 	stopped bool
 	err     error
 }
@@ -196,7 +197,10 @@ func startVMMChild(ctx context.Context, o vmmCheckOptions, role string) (*vmmChi
 		_ = cmd.Wait()
 		return nil, err
 	}
-	return &vmmChild{cmd: cmd, peer: peer}, nil
+	// A cancelled context ends a wait for an answer at once: the socket's
+	// shutdown makes recv return, as the child's exit does.
+	unwatch := context.AfterFunc(ctx, func() { _ = unix.Shutdown(fds[0], unix.SHUT_RDWR) })
+	return &vmmChild{cmd: cmd, peer: peer, unwatch: unwatch}, nil
 }
 
 // stop closes the socket (the child exits on EOF) and waits for it.
@@ -204,6 +208,7 @@ func startVMMChild(ctx context.Context, o vmmCheckOptions, role string) (*vmmChi
 func (c *vmmChild) stop() error {
 	if !c.stopped {
 		c.stopped = true
+		c.unwatch()
 		unix.Close(c.peer.fd)
 		c.err = c.cmd.Wait()
 	}
