@@ -88,7 +88,7 @@ test: lint e2e-deps minio s5cmd
 	done
 	# The cgo CUDA copier against a fake driver built from C in the test.
 	$(GO) test $(TEST_FLAGS) -tags cuda ./internal/gpu/
-	$(GO) test $(TEST_FLAGS) -tags cuda -run 'GPUBench|GPUServe' ./cmd/hubproxy/
+	$(GO) test $(TEST_FLAGS) -tags cuda -run 'GPUBench|GPUServe|GPUVMM' ./cmd/hubproxy/
 	# The GPU check script, up to the device boundary (fake driver).
 	$(MAKE) gpu-check-dry
 	# Two minutes of chaos against real hubproxy processes (soak/soak.mk).

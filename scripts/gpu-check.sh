@@ -16,6 +16,10 @@
 #   2. the CUDA test binary against the real libcuda.so.1,
 #   3. `hubproxy gpu bench`: the ceilings first, then staging cold and warm,
 #      leases and device memory left,
+#   3b. `hubproxy gpu vmmcheck`: the VMM descriptor semantics across three
+#      processes (import, the importer's bytes surviving the exporter's
+#      release, context reset and SIGKILL, an unimported descriptor's memory,
+#      granularities), one JSON fact a line kept in vmmcheck.jsonl,
 #   4. hubproxy serve with the admin socket; where python3 has torch,
 #      safetensors and cuda-python: the load_file comparison and
 #      examples/gpu_consumer.py; then leases left 0 (asked over the admin
@@ -50,7 +54,7 @@ report=$out/report.md
 [ -z "$size" ] && { if [ $dry = 1 ]; then size=256MiB; else size=2GiB; fi; }
 
 # Budgets, seconds: the whole run stays well under 9 minutes.
-b_facts=20 b_build=240 b_tests=150 b_bench=150 b_serve=20 b_torch=180 b_leases=15
+b_facts=20 b_build=240 b_tests=150 b_bench=150 b_vmm=60 b_serve=20 b_torch=180 b_leases=15
 [ $dry = 1 ] && b_tests=60 b_bench=60
 
 server_pid=
@@ -97,11 +101,11 @@ started=$(date +%s)
   echo "# GPU check $(date -u +%Y-%m-%dT%H:%M:%SZ)$([ $dry = 1 ] && echo ' (dry run, fake driver)')"
   echo
   echo "- Machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), glibc $(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
-  echo "- Budgets (s): facts $b_facts, build $b_build (only where Go is here), tests $b_tests, bench $b_bench, serve $b_serve, torch $b_torch, leases $b_leases"
+  echo "- Budgets (s): facts $b_facts, build $b_build (only where Go is here), tests $b_tests, bench $b_bench, vmmcheck $b_vmm, serve $b_serve, torch $b_torch, leases $b_leases"
   echo "- Logs: $out"
 } >"$report"
 note "report: $report (written as each step ends)"
-note "budgets (s): facts $b_facts, build $b_build, tests $b_tests, bench $b_bench, serve $b_serve, torch $b_torch, leases $b_leases"
+note "budgets (s): facts $b_facts, build $b_build, tests $b_tests, bench $b_bench, vmmcheck $b_vmm, serve $b_serve, torch $b_torch, leases $b_leases"
 
 # 1. The driver, and what machine this is.
 facts_log=$out/facts.log
@@ -169,10 +173,25 @@ ratio() { awk -v k="$1" -F': ' '$1 == k { print $2 }' "$bench_log"; }
 verdict $rc $b_bench "gpu bench"; v=("$V")
 stage_ratio=$(ratio "staging / pinned ceiling")
 [ -n "$stage_ratio" ] && v+=("staging from the warm cache / pinned ceiling: **$stage_ratio** (goal ≥ 0.8)")
+vmm_ratio=$(ratio "VMM fd / IPC staging")
+[ -n "$vmm_ratio" ] && v+=("warm staging over the VMM fd handover / over IPC: **$vmm_ratio**")
 if ! grep -q "^leases left: 0$" "$bench_log"; then
   failures=$((failures + 1)); v+=("**FAIL**: no \`leases left: 0\` line")
 fi
 section "3. hubproxy gpu bench --size $size" "$bench_log" "${v[@]}"
+
+# 3b. VMM semantics: the check re-executes itself as the importer and the
+# (killed) exporter; its facts go to vmmcheck.jsonl as they are found.
+vmm_facts=$out/vmmcheck.jsonl vmm_log=$out/vmmcheck.log
+vmm_size=256MiB
+[ $dry = 1 ] && vmm_size=4MiB
+note "step 3b: hubproxy gpu vmmcheck --size $vmm_size (at most $b_vmm s)"
+timeout -k 5 $b_vmm bin/hubproxy-cuda gpu vmmcheck --driver-path "$driver" --size "$vmm_size" --step-timeout 30s >"$vmm_facts" 2>"$vmm_log"
+rc=$?
+verdict $rc $b_vmm "gpu vmmcheck: $(grep -c '"pass":true' "$vmm_facts") facts passed, $(grep -c '"pass":false' "$vmm_facts") failed"
+v=("$V")
+while IFS= read -r line; do v+=("\`$line\`"); done <"$vmm_facts"
+section "3b. hubproxy gpu vmmcheck --size $vmm_size" "$vmm_log" "${v[@]}"
 
 # 4. A served hubproxy: the consumer and load_file where torch is, and the
 # leases asked over the admin socket (python3's standard library, no curl).

@@ -56,12 +56,15 @@ left behind. It needs a binary built with -tags cuda and a driver.`,
 	f.IntVar(&tensorMiB, "tensor-mib", 64, "size of each tensor of the synthetic model, MiB")
 	f.StringVar(&driverPath, "driver-path", app.Defaults().GPUDriverPath, "CUDA driver library")
 	f.Var(&sizeValue{&budget}, "budget", "device budget, as a size (default: 90% of the device)")
-	cmd.AddCommand(bench)
+	cmd.AddCommand(bench, newVMMCheckCmd())
 	return cmd
 }
 
 func runGPUBench(ctx context.Context, out io.Writer, driverPath string, device int, size, tensorBytes, budget int64) error {
-	return runGPUBenchWith(ctx, out, driverPath, device, size, tensorBytes, budget, benchStaging)
+	stage := func(ctx context.Context, c *gpu.Copier, device int, size, tensorBytes int64) (stagingTimes, error) {
+		return benchStaging(ctx, c, driverPath, device, size, tensorBytes)
+	}
+	return runGPUBenchWith(ctx, out, driverPath, device, size, tensorBytes, budget, stage)
 }
 
 // stagingBench is benchStaging's shape; tests pass a failing one to check
@@ -98,8 +101,9 @@ func runGPUBenchWith(ctx context.Context, out io.Writer, driverPath string, devi
 	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "pageable host→device", ceil.PageableGBps, ceil.Pageable.Seconds())
 	fmt.Fprintf(out, "pinned / pageable: %.2f\n", ceil.Speedup())
 	// The in-process admin API answers through a recorder with no Unix
-	// peer, so staging hands over by IPC here, never by a VMM fd.
-	fmt.Fprintln(out, "staging handover path: IPC (in-process admin API, no Unix socket peer)")
+	// peer, so cold and warm staging hand over by IPC; a third staging then
+	// goes over a Unix socket with the VMM descriptor handover.
+	fmt.Fprintln(out, "staging handover path: IPC (in-process admin API, no Unix socket peer); then VMM fd over a Unix socket")
 	freeBefore := deviceFree(c, device)
 	st, err := stage(ctx, c, device, size, tensorBytes)
 	if err != nil {
@@ -108,6 +112,14 @@ func runGPUBenchWith(ctx context.Context, out io.Writer, driverPath string, devi
 	gbps := func(secs float64) float64 { return float64(st.bytes) / secs / 1e9 }
 	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "hubproxy staging, cold cache (dir: upstream)", gbps(st.cold), st.cold)
 	fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "hubproxy staging from the warm cache", gbps(st.warm), st.warm)
+	if st.vmmErr != nil {
+		fmt.Fprintf(out, "hubproxy staging, warm, VMM fd handover: failed: %v\n", st.vmmErr)
+	} else {
+		v := st.vmm
+		fmt.Fprintf(out, "%-48s %10.2f %10.3f\n", "hubproxy staging, warm, VMM fd handover", float64(v.bytes)/v.stage/1e9, v.stage)
+		fmt.Fprintf(out, "%-48s %10s %10.3f\n", "consumer fd import and map (in process)", "", v.imp)
+		fmt.Fprintf(out, "VMM fd / IPC staging: %.2f\n", st.warm/v.stage)
+	}
 	fmt.Fprintf(out, "\nstaging / pinned ceiling: %.2f\nstaging / pageable: %.2f\n",
 		gbps(st.warm)/ceil.PinnedGBps, gbps(st.warm)/ceil.PageableGBps)
 
@@ -123,6 +135,9 @@ func runGPUBenchWith(ctx context.Context, out io.Writer, driverPath string, devi
 	fmt.Fprintf(out, "leases left: %d\ndevice memory not returned: %d bytes\n", leases, lost)
 	if leases > 0 || lost > leakSlack {
 		return fmt.Errorf("staging left %d leases and %d bytes of device memory behind", leases, lost)
+	}
+	if st.vmmErr != nil {
+		return fmt.Errorf("staging over the VMM fd handover: %w", st.vmmErr)
 	}
 	return nil
 }
@@ -145,12 +160,16 @@ func deviceFree(c *gpu.Copier, device int) int64 {
 type stagingTimes struct {
 	bytes      int64
 	cold, warm float64
+	// vmm is a third, warm staging over the VMM descriptor handover; an
+	// error there is reported after the IPC figures, and fails the bench.
+	vmm    vmmTimes
+	vmmErr error
 }
 
 // benchStaging writes a synthetic model of about size bytes and serves it to
 // an in-process hubproxy from a directory, then stages every tensor through
 // the admin API twice: with the cache empty (cold), then warm.
-func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBytes int64) (stagingTimes, error) {
+func benchStaging(ctx context.Context, c *gpu.Copier, driverPath string, device int, size, tensorBytes int64) (stagingTimes, error) {
 	tmp, err := os.MkdirTemp("", "hubproxy-gpu-bench-")
 	if err != nil {
 		return stagingTimes{}, err
@@ -172,7 +191,8 @@ func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBy
 		}
 		tensors = append(tensors, demoTensor{name: fmt.Sprintf("t.%05d", i), shape: []int64{int64(len(data) / 2)}, data: data})
 	}
-	if err := os.WriteFile(filepath.Join(repoDir, "model.safetensors"), safetensorsFile(tensors), 0o644); err != nil {
+	model := filepath.Join(repoDir, "model.safetensors")
+	if err := os.WriteFile(model, safetensorsFile(tensors), 0o644); err != nil {
 		return stagingTimes{}, err
 	}
 	tensors = nil
@@ -212,5 +232,6 @@ func benchStaging(ctx context.Context, c *gpu.Copier, device int, size, tensorBy
 	if st.bytes, st.warm, err = stage(); err != nil {
 		return st, fmt.Errorf("warm: %w", err)
 	}
+	st.vmm, st.vmmErr = benchVMMStage(ctx, c, h.Admin, driverPath, model, device)
 	return st, nil
 }

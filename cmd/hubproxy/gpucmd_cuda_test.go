@@ -27,7 +27,7 @@ func TestGPUBenchAgainstTheFakeDriver(t *testing.T) {
 	if err := runGPUBench(context.Background(), &buf, lib, 0, 16<<20, 4<<20, 0); err != nil {
 		t.Fatalf("gpu bench: %v\n%s", err, buf.String())
 	}
-	for _, want := range []string{"pinned host→device", "pageable host→device", "hubproxy staging, cold cache", "hubproxy staging from the warm cache", "staging / pinned ceiling", "leases left: 0"} {
+	for _, want := range []string{"pinned host→device", "pageable host→device", "hubproxy staging, cold cache", "hubproxy staging from the warm cache", "hubproxy staging, warm, VMM fd handover ", "consumer fd import and map", "VMM fd / IPC staging:", "staging / pinned ceiling", "leases left: 0"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, buf.String())
 		}
@@ -54,6 +54,29 @@ func TestGPUBenchPrintsCeilingsBeforeAStagingError(t *testing.T) {
 	for _, want := range []string{"pinned host→device (ceiling)", "pageable host→device", "pinned / pageable:", "staging handover path: IPC"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("output lacks %q after a staging error:\n%s", want, buf.String())
+		}
+	}
+}
+
+// TestGPUBenchReportsAFailedVMMHandover: the VMM fd staging comes after
+// the IPC figures; a consumer whose import fails (FAKECUDA_FAIL, read by
+// the fake's cuInit) leaves them printed, says the VMM path failed, and
+// fails the bench, with no lease left.
+func TestGPUBenchReportsAFailedVMMHandover(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", lib, "../../internal/gpu/testdata/fakecuda/fakecuda.c", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the fake driver: %v\n%s", err, out)
+	}
+	t.Setenv("FAKECUDA_FAIL", "cuMemImportFromShareableHandle:1")
+	var buf bytes.Buffer
+	err = runGPUBench(context.Background(), &buf, lib, 0, 16<<20, 4<<20, 0)
+	if err == nil || !strings.Contains(err.Error(), "VMM fd handover") || !strings.Contains(err.Error(), "cuMemImportFromShareableHandle") {
+		t.Fatalf("gpu bench with a failing import: %v\n%s", err, buf.String())
+	}
+	for _, want := range []string{"hubproxy staging from the warm cache", "hubproxy staging, warm, VMM fd handover: failed:", "leases left: 0"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, buf.String())
 		}
 	}
 }

@@ -59,6 +59,7 @@ struct hp_driver {
 	CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int, unsigned long long);
 	CUresult (*cuMemHostRegister)(void *, size_t, unsigned int);
 	CUresult (*cuMemHostUnregister)(void *);
+	CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, int);
 };
 
 // Symbol names as exported by libcuda. Where cuda.h maps an API to a
@@ -106,6 +107,7 @@ static const char *hp_names[HP_NCALLS] = {
 	[HP_cuMemExportToShareableHandle] = "cuMemExportToShareableHandle",
 	[HP_cuMemHostRegister] = "cuMemHostRegister_v2",
 	[HP_cuMemHostUnregister] = "cuMemHostUnregister",
+	[HP_cuMemImportFromShareableHandle] = "cuMemImportFromShareableHandle",
 };
 
 static const char *hp_fallback(int call) {
@@ -196,6 +198,7 @@ hp_driver *hp_open(const char *path, char *err, int errlen, hp_res *res) {
 	d->cuMemExportToShareableHandle = syms[HP_cuMemExportToShareableHandle];
 	d->cuMemHostRegister = syms[HP_cuMemHostRegister];
 	d->cuMemHostUnregister = syms[HP_cuMemHostUnregister];
+	d->cuMemImportFromShareableHandle = syms[HP_cuMemImportFromShareableHandle];
 	res->code = d->cuInit(0);
 	if (res->code != 0) {
 		// The library stays loaded: libcuda does not support unloading.
@@ -478,6 +481,49 @@ hp_res hp_vmm_free(hp_driver *d, CUcontext ctx, CUdeviceptr p, size_t n, CUmemGe
 hp_res hp_export_fd(hp_driver *d, CUcontext ctx, CUmemGenericAllocationHandle h, int *fd) {
 	HP_BIND(d, ctx);
 	HP_TRY(d->cuMemExportToShareableHandle(fd, h, HP_MEM_HANDLE_TYPE_POSIX_FD, 0), HP_cuMemExportToShareableHandle);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_granularity_of(hp_driver *d, CUcontext ctx, int ordinal, int option, size_t *g) {
+	*g = 0;
+	if (d->cuMemGetAllocationGranularity == NULL) return HP_RES(HP_NOT_SUPPORTED, HP_cuMemGetAllocationGranularity);
+	CUmemAllocationProp p = hp_prop(ordinal, 0);
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemGetAllocationGranularity(g, &p, option), HP_cuMemGetAllocationGranularity);
+	return HP_RES(0, 0);
+}
+
+hp_res hp_vmm_import(hp_driver *d, CUcontext ctx, int ordinal, int fd, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
+	if (!hp_has_vmm(d) || d->cuMemImportFromShareableHandle == NULL)
+		return HP_RES(HP_NOT_SUPPORTED, HP_cuMemImportFromShareableHandle);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof acc);
+	acc.location.type = HP_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = ordinal;
+	acc.flags = HP_MEM_ACCESS_READWRITE;
+	HP_BIND(d, ctx);
+	// The POSIX handle is passed by value, cast to a pointer, as the
+	// driver documents for CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
+	HP_TRY(d->cuMemImportFromShareableHandle(h, (void *)(long)fd, HP_MEM_HANDLE_TYPE_POSIX_FD),
+	       HP_cuMemImportFromShareableHandle);
+	CUresult r = d->cuMemAddressReserve(p, n, 0, 0, 0);
+	if (r != 0) {
+		d->cuMemRelease(*h);
+		return HP_RES(r, HP_cuMemAddressReserve);
+	}
+	r = d->cuMemMap(*p, n, 0, *h, 0);
+	if (r != 0) {
+		d->cuMemAddressFree(*p, n);
+		d->cuMemRelease(*h);
+		return HP_RES(r, HP_cuMemMap);
+	}
+	r = d->cuMemSetAccess(*p, n, &acc, 1);
+	if (r != 0) {
+		d->cuMemUnmap(*p, n);
+		d->cuMemAddressFree(*p, n);
+		d->cuMemRelease(*h);
+		return HP_RES(r, HP_cuMemSetAccess);
+	}
 	return HP_RES(0, 0);
 }
 

@@ -52,6 +52,7 @@ typedef struct {
 #define HP_MEM_LOCATION_TYPE_DEVICE 1    // CU_MEM_LOCATION_TYPE_DEVICE
 #define HP_MEM_ACCESS_READWRITE 3        // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 #define HP_GRANULARITY_MINIMUM 0         // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+#define HP_GRANULARITY_RECOMMENDED 1     // CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
 #define HP_DEFAULT_GRANULARITY (2u << 20) // cuMemAlloc's page where the driver cannot say
 #define HP_NOT_SUPPORTED 801             // CUDA_ERROR_NOT_SUPPORTED
 
@@ -100,6 +101,7 @@ enum hp_call {
 	HP_cuMemExportToShareableHandle,
 	HP_cuMemHostRegister,
 	HP_cuMemHostUnregister,
+	HP_cuMemImportFromShareableHandle, // only gpu vmmcheck imports: staging exports
 	HP_NCALLS,
 	HP_FIRST_OPTIONAL = HP_cuDeviceGetUuid,
 	HP_mmap = HP_NCALLS, // not a driver call: host memory for a NUMA-placed buffer
@@ -161,6 +163,14 @@ hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t
 hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h);
 hp_res hp_vmm_free(hp_driver *d, CUcontext ctx, CUdeviceptr p, size_t n, CUmemGenericAllocationHandle h);
 hp_res hp_export_fd(hp_driver *d, CUcontext ctx, CUmemGenericAllocationHandle h, int *fd);
+
+// The consumer's side, for gpu vmmcheck: hp_granularity_of is
+// hp_granularity for option (HP_GRANULARITY_MINIMUM or _RECOMMENDED), with
+// no default; hp_vmm_import imports an exported descriptor (the caller
+// still closes it), reserves, maps and grants read-write access on
+// ordinal, undoing what it did on a failure. hp_vmm_free undoes it.
+hp_res hp_granularity_of(hp_driver *d, CUcontext ctx, int ordinal, int option, size_t *g);
+hp_res hp_vmm_import(hp_driver *d, CUcontext ctx, int ordinal, int fd, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h);
 
 // NUMA-placed pinned memory: mmap, mbind to node (preferred), then
 // cuMemHostRegister (portable), which pins the pages where mbind says.
