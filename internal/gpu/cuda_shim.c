@@ -435,16 +435,15 @@ hp_res hp_granularity(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t
 	return HP_RES(0, 0);
 }
 
-hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
-	if (!hp_has_vmm(d)) return HP_RES(HP_NOT_SUPPORTED, HP_cuMemCreate);
-	CUmemAllocationProp prop = hp_prop(ordinal, rdma);
+// hp_vmm_map reserves n bytes of address space, maps allocation h there and
+// lets device ordinal read and write it; on failure it undoes its steps and
+// releases h, so the caller holds nothing. The current context is bound.
+static hp_res hp_vmm_map(hp_driver *d, int ordinal, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
 	CUmemAccessDesc acc;
 	memset(&acc, 0, sizeof acc);
 	acc.location.type = HP_MEM_LOCATION_TYPE_DEVICE;
 	acc.location.id = ordinal;
 	acc.flags = HP_MEM_ACCESS_READWRITE;
-	HP_BIND(d, ctx);
-	HP_TRY(d->cuMemCreate(h, n, &prop, 0), HP_cuMemCreate);
 	CUresult r = d->cuMemAddressReserve(p, n, 0, 0, 0);
 	if (r != 0) {
 		d->cuMemRelease(*h);
@@ -464,6 +463,14 @@ hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t n
 		return HP_RES(r, HP_cuMemSetAccess);
 	}
 	return HP_RES(0, 0);
+}
+
+hp_res hp_vmm_alloc(hp_driver *d, CUcontext ctx, int ordinal, int rdma, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
+	if (!hp_has_vmm(d)) return HP_RES(HP_NOT_SUPPORTED, HP_cuMemCreate);
+	CUmemAllocationProp prop = hp_prop(ordinal, rdma);
+	HP_BIND(d, ctx);
+	HP_TRY(d->cuMemCreate(h, n, &prop, 0), HP_cuMemCreate);
+	return hp_vmm_map(d, ordinal, n, p, h);
 }
 
 hp_res hp_vmm_free(hp_driver *d, CUcontext ctx, CUdeviceptr p, size_t n, CUmemGenericAllocationHandle h) {
@@ -496,35 +503,12 @@ hp_res hp_granularity_of(hp_driver *d, CUcontext ctx, int ordinal, int option, s
 hp_res hp_vmm_import(hp_driver *d, CUcontext ctx, int ordinal, int fd, size_t n, CUdeviceptr *p, CUmemGenericAllocationHandle *h) {
 	if (!hp_has_vmm(d) || d->cuMemImportFromShareableHandle == NULL)
 		return HP_RES(HP_NOT_SUPPORTED, HP_cuMemImportFromShareableHandle);
-	CUmemAccessDesc acc;
-	memset(&acc, 0, sizeof acc);
-	acc.location.type = HP_MEM_LOCATION_TYPE_DEVICE;
-	acc.location.id = ordinal;
-	acc.flags = HP_MEM_ACCESS_READWRITE;
 	HP_BIND(d, ctx);
 	// The POSIX handle is passed by value, cast to a pointer, as the
 	// driver documents for CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
 	HP_TRY(d->cuMemImportFromShareableHandle(h, (void *)(long)fd, HP_MEM_HANDLE_TYPE_POSIX_FD),
 	       HP_cuMemImportFromShareableHandle);
-	CUresult r = d->cuMemAddressReserve(p, n, 0, 0, 0);
-	if (r != 0) {
-		d->cuMemRelease(*h);
-		return HP_RES(r, HP_cuMemAddressReserve);
-	}
-	r = d->cuMemMap(*p, n, 0, *h, 0);
-	if (r != 0) {
-		d->cuMemAddressFree(*p, n);
-		d->cuMemRelease(*h);
-		return HP_RES(r, HP_cuMemMap);
-	}
-	r = d->cuMemSetAccess(*p, n, &acc, 1);
-	if (r != 0) {
-		d->cuMemUnmap(*p, n);
-		d->cuMemAddressFree(*p, n);
-		d->cuMemRelease(*h);
-		return HP_RES(r, HP_cuMemSetAccess);
-	}
-	return HP_RES(0, 0);
+	return hp_vmm_map(d, ordinal, n, p, h);
 }
 
 int hp_has_register(hp_driver *d) { return d->cuMemHostRegister && d->cuMemHostUnregister; }
